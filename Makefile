@@ -1,0 +1,20 @@
+# The two quick-start commands (see README): `make demo` and `make test`. Each installs what it needs into .venv.
+VENV ?= .venv
+PY := $(VENV)/bin/python
+export VLLM_CPU_KVCACHE_SPACE ?= 1
+export TOKENIZERS_PARALLELISM ?= false
+export WANDB_MODE ?= offline
+
+.PHONY: setup demo test lint
+
+setup:
+	@bash scripts/setup_env.sh
+
+demo: setup
+	$(PY) scripts/train.py --config configs/tiny-cpu.yaml
+
+test: setup
+	$(PY) -m pytest -q tests
+
+lint: setup
+	$(VENV)/bin/ruff check arc_trl scripts tests benchmarks
