@@ -1,0 +1,59 @@
+"""Shared pytest fixtures: the tiny model/tokenizer (built locally, no network) and small hand-made ARC tasks."""
+
+from __future__ import annotations
+
+import os
+
+import pytest
+
+os.environ.setdefault("OMP_NUM_THREADS", "1")
+os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
+os.environ.setdefault("WANDB_MODE", "offline")
+
+from arc_trl.data.task import ArcTask, Pair
+
+
+@pytest.fixture(scope="session")
+def tiny_model_dir(tmp_path_factory):
+    """A random-init tiny Qwen3 model + tokenizer written once per session (`arc_trl.tiny_model.build_tiny_model`)."""
+    from arc_trl.tiny_model import build_tiny_model
+
+    return build_tiny_model(tmp_path_factory.mktemp("tiny_model"))
+
+
+@pytest.fixture(scope="session")
+def tiny_tokenizer():
+    """The tiny model's tokenizer alone (ChatML template), without building the model weights."""
+    from arc_trl.tiny_model import build_tokenizer
+
+    return build_tokenizer()
+
+
+@pytest.fixture
+def toy_task() -> ArcTask:
+    """2 train pairs + 1 test pair; the rule is "mirror left-right". Test output known."""
+    return ArcTask(
+        id="toy_mirror",
+        train=[Pair([[1, 2], [3, 4]], [[2, 1], [4, 3]]), Pair([[5, 0, 6]], [[6, 0, 5]])],
+        test_inputs=[[[7, 8], [9, 0]]],
+        test_outputs=[[[8, 7], [0, 9]]],
+        source="conftest",
+    )
+
+
+@pytest.fixture
+def toy_task_two_tests() -> ArcTask:
+    """1 train pair + 2 test pairs; the rule is "identity". Test outputs known."""
+    return ArcTask(
+        id="toy_identity",
+        train=[Pair([[1, 0], [0, 1]], [[1, 0], [0, 1]])],
+        test_inputs=[[[2, 2], [2, 0]], [[3]]],
+        test_outputs=[[[2, 2], [2, 0]], [[3]]],
+        source="conftest",
+    )
+
+
+@pytest.fixture
+def toy_task_hidden(toy_task) -> ArcTask:
+    """`toy_task` without its test outputs (like a Kaggle hidden test task)."""
+    return toy_task.without_solutions()
