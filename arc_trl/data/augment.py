@@ -160,8 +160,8 @@ class Augmentation:
     def apply_task(self, task: ArcTask) -> ArcTask:
         """The augmented task. The id becomes `"<original id>|<augmentation>"`; metadata records both.
 
-        Augmenting an already augmented task composes the augmentations (the id keeps one suffix). The metadata key
-        `reference_program` is dropped: it solves the original grids, not the transformed ones.
+        Augmenting an already augmented task composes the augmentations (the id keeps one suffix). The metadata keys
+        `reference_program`, `params`, `rule` and `family` are dropped: they describe the original grids only.
         """
         original_id = task.metadata.get("original_id", task.id)
         previous = Augmentation.from_string(task.metadata.get("augmentation", ""))
@@ -170,7 +170,8 @@ class Augmentation:
         if total.is_identity:
             task_id = original_id
         else:
-            metadata.pop("reference_program", None)
+            for stale in ("reference_program", "params", "rule", "family"):  # describe the original grids only
+                metadata.pop(stale, None)
             metadata.update(original_id=original_id, augmentation=total.to_string())
             task_id = f"{original_id}{ID_SEPARATOR}{total.to_string()}"
         return ArcTask(
