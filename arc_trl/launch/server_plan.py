@@ -1,0 +1,224 @@
+"""The plan of a training job: which vLLM servers to start, which trainer command to run, and on which GPUs.
+
+Pure logic (no processes): `build_plan(config, ...)` -> `LaunchPlan`; scripts/run_with_servers.py executes it.
+GPUs are assigned in the order student server -> trainer -> teacher server (see launch_config.py).
+"""
+
+from __future__ import annotations
+
+import shlex
+import socket
+import sys
+from dataclasses import dataclass, field
+from pathlib import Path
+from urllib.parse import urlparse, urlunparse
+
+from arc_trl.launch.launch_config import GpuSplit, gpu_split, launch_value, needs_student_server, needs_teacher_server
+
+REPO_ROOT = Path(__file__).resolve().parents[2]
+TRAIN_SCRIPT = REPO_ROOT / "scripts" / "train.py"
+# GRPOConfig defaults the plan depends on (kept in sync by tests/test_condor.py).
+DEFAULT_VLLM_SERVER_PORT = 8000
+LOCAL_HOSTS = {"localhost", "127.0.0.1", "0.0.0.0", "::1", ""}
+HEALTH_PATH = "/health"  # vLLM's OpenAI server (what `trl vllm-serve` runs since TRL 1.x, and what VLLMClient polls)
+
+
+class PlanError(ValueError):
+    """The config cannot be laid out on the GPUs the job has."""
+
+
+@dataclass
+class ProcessSpec:
+    role: str  # "student-vllm" | "trainer" | "teacher-vllm"
+    command: list[str]
+    gpus: list[str] | None  # CUDA_VISIBLE_DEVICES for the process; None leaves the environment as it is
+    health_url: str | None = None
+
+    @property
+    def cuda_visible_devices(self) -> str | None:
+        return None if self.gpus is None else ",".join(self.gpus)
+
+    def describe(self) -> str:
+        devices = "(inherited)" if self.gpus is None else (self.cuda_visible_devices or '""')
+        line = f"[{self.role}] CUDA_VISIBLE_DEVICES={devices}\n    {shlex.join(self.command)}"
+        if self.health_url:
+            line += f"\n    health: {self.health_url}"
+        return line
+
+
+@dataclass
+class LaunchPlan:
+    split: GpuSplit
+    available_gpus: list[str]
+    gpu_source: str
+    servers: list[ProcessSpec]
+    trainer: ProcessSpec
+    startup_timeout: float
+    notes: list[str] = field(default_factory=list)
+
+    def describe(self) -> str:
+        shown = ",".join(self.available_gpus) or "none"
+        lines = [
+            (f"GPUs visible: {shown} (from {self.gpu_source}); needed: {self.split.total} = student vLLM "
+             f"{self.split.vllm} + trainer {self.split.trainer} + teacher vLLM {self.split.teacher}"),
+            *(f"note: {note}" for note in self.notes),
+        ]
+        order = {"student-vllm": 0, "trainer": 1, "teacher-vllm": 2}  # the GPU order
+        lines += [spec.describe() for spec in sorted([*self.servers, self.trainer], key=lambda s: order[s.role])]
+        return "\n".join(lines)
+
+
+class PortPicker:
+    """Free TCP ports of this machine, never the same one twice."""
+
+    def __init__(self) -> None:
+        self.taken: set[int] = set()
+
+    def __call__(self) -> int:
+        while True:
+            with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+                sock.bind(("127.0.0.1", 0))
+                port = sock.getsockname()[1]
+            if port not in self.taken:
+                self.taken.add(port)
+                return port
+
+
+def venv_command(name: str) -> str:
+    """The console script `name` next to the running Python (the venv's), else `name` from PATH."""
+    candidate = Path(sys.executable).parent / name
+    return str(candidate) if candidate.exists() else name
+
+
+def _url_port(key: str, url: str) -> int:
+    parsed = urlparse(url)
+    if parsed.hostname not in LOCAL_HOSTS and parsed.hostname != socket.gethostname():
+        raise PlanError(f"{key}={url!r} points at another host; the wrapper starts its servers on this machine "
+                        "(use localhost, or start the server yourself and use scripts/train.py directly)")
+    if parsed.port is None:
+        raise PlanError(f"{key}={url!r} has no port (e.g. http://localhost:8001)")
+    return parsed.port
+
+
+def _with_port(url: str, port: int) -> str:
+    parsed = urlparse(url)
+    return urlunparse(parsed._replace(netloc=f"127.0.0.1:{port}"))
+
+
+def _assign(split: GpuSplit, gpus: list[str]) -> tuple[list[str] | None, list[str] | None, list[str] | None]:
+    if not gpus:
+        return None, None, None
+    vllm = gpus[: split.vllm]
+    trainer = gpus[split.vllm : split.vllm + split.trainer]
+    teacher = gpus[split.vllm + split.trainer : split.total]
+    return vllm, trainer, teacher
+
+
+def _student_server(config: dict, gpus: list[str] | None, port: int, split: GpuSplit) -> ProcessSpec:
+    model = config.get("model_name_or_path")
+    if not model:
+        raise PlanError("use_vllm with vllm_mode: server needs model_name_or_path (the model the server loads)")
+    tensor_parallel = int(config.get("vllm_tensor_parallel_size") or 1)
+    if split.vllm % tensor_parallel:
+        raise PlanError(f"vllm_gpus={split.vllm} is not a multiple of vllm_tensor_parallel_size={tensor_parallel}")
+    command = [venv_command("trl"), "vllm-serve", "--model", str(model),
+               "--data-parallel-size", str(split.vllm // tensor_parallel),
+               "--tensor-parallel-size", str(tensor_parallel), "--port", str(port)]
+    command += shlex.split(str(config.get("vllm_server_args") or ""))
+    return ProcessSpec("student-vllm", command, gpus, f"http://127.0.0.1:{port}{HEALTH_PATH}")
+
+
+def _teacher_server(config: dict, gpus: list[str] | None, port: int, split: GpuSplit) -> ProcessSpec:
+    model = config.get("teacher_model")
+    if not model:
+        raise PlanError("teacher_backend: server needs teacher_model (the model the teacher server loads)")
+    command = [venv_command("vllm"), "serve", str(model), "--port", str(port),
+               "--tensor-parallel-size", str(split.teacher)]
+    command += shlex.split(str(config.get("teacher_server_args") or ""))
+    return ProcessSpec("teacher-vllm", command, gpus, f"http://127.0.0.1:{port}{HEALTH_PATH}")
+
+
+def _accelerate_config(config: dict, config_path: Path) -> str | None:
+    value = config.get("accelerate_config")
+    if not value:
+        return None
+    for candidate in (Path(value), config_path.parent / value, REPO_ROOT / value):
+        if candidate.is_file():
+            return str(candidate.resolve())
+    raise PlanError(f"accelerate_config {value!r} not found (relative to the current directory, {config_path.parent} "
+                    f"or {REPO_ROOT})")
+
+
+def build_plan(
+    config: dict,
+    config_path: Path,
+    gpus: list[str],
+    gpu_source: str = "--gpus",
+    train_args: list[str] | None = None,
+    train_script: Path = TRAIN_SCRIPT,
+    use_accelerate: bool = True,
+    auto_ports: bool = False,
+) -> LaunchPlan:
+    """Lay out `config` on `gpus` (device ids or UUIDs as in CUDA_VISIBLE_DEVICES; empty: no GPU visible).
+
+    `auto_ports`: pick free ports for the servers, the NCCL weight-sync group and accelerate, and pass them to the
+    trainer as CLI overrides (several jobs can then share a machine)."""
+    try:
+        split = gpu_split(config)
+    except ValueError as error:
+        raise PlanError(f"{config_path}: {error}") from error
+    notes = []
+    if gpus and len(gpus) < split.total:
+        raise PlanError(f"{config_path} needs {split.total} GPUs (student vLLM {split.vllm} + trainer {split.trainer}"
+                        f" + teacher vLLM {split.teacher}) but only {len(gpus)} are visible ({','.join(gpus)})")
+    if not gpus and split.total:
+        notes.append("no GPU visible: every process runs with the inherited environment (CPU)")
+    if len(gpus) > split.total:
+        notes.append(f"GPUs {','.join(gpus[split.total:])} are not used by this config")
+    vllm_gpus, trainer_gpus, teacher_gpus = _assign(split, gpus)
+
+    free_port = PortPicker()
+    train_args = list(train_args or [])
+    overrides: list[str] = []
+    servers = []
+    if needs_student_server(config):
+        base_url = config.get("vllm_server_base_url")
+        port = _url_port("vllm_server_base_url", base_url) if base_url else int(
+            config.get("vllm_server_port") or DEFAULT_VLLM_SERVER_PORT)
+        if auto_ports:
+            port = free_port()
+            overrides += ["--vllm_server_base_url", f"http://127.0.0.1:{port}", "--vllm_group_port", str(free_port())]
+        servers.append(_student_server(config, vllm_gpus, port, split))
+    if needs_teacher_server(config):
+        url = config.get("teacher_server_url")
+        if not url:
+            raise PlanError(f"{config_path}: teacher_backend: server needs teacher_server_url (e.g. "
+                            "http://localhost:8001)")
+        port = _url_port("teacher_server_url", url)
+        if auto_ports:
+            port = free_port()
+            overrides += ["--teacher_server_url", _with_port(url, port)]
+        servers.append(_teacher_server(config, teacher_gpus, port, split))
+    ports = [spec.command[spec.command.index("--port") + 1] for spec in servers]
+    if len(set(ports)) != len(ports):
+        raise PlanError(f"{config_path}: the student and teacher servers both use port {ports[0]}")
+
+    if use_accelerate:
+        command = [venv_command("accelerate"), "launch", "--num_processes", str(max(split.trainer, 1))]
+        accelerate_config = _accelerate_config(config, config_path)
+        if accelerate_config:
+            command += ["--config_file", accelerate_config]
+        elif split.trainer > 1:
+            command += ["--multi_gpu"]
+        if split.trainer == 0:
+            command += ["--cpu"]
+        if auto_ports:
+            command += ["--main_process_port", str(free_port())]
+    else:
+        if split.trainer > 1:
+            raise PlanError(f"{config_path}: trainer_gpus={split.trainer} needs accelerate (drop --no-accelerate)")
+        command = [sys.executable]
+    command += [str(train_script), "--config", str(config_path), *train_args, *overrides]
+    trainer = ProcessSpec("trainer", command, trainer_gpus)
+    timeout = float(launch_value(config, "server_startup_timeout"))
+    return LaunchPlan(split, list(gpus), gpu_source, servers, trainer, timeout, notes)

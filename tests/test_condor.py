@@ -1,0 +1,405 @@
+"""HTCondor submit descriptions (parsed with the real `htcondor` bindings), the condor launcher without a schedd,
+single-job submission, and the vLLM server wrapper (GPU plan, resume, process lifecycle with fake servers)."""
+
+from __future__ import annotations
+
+import os
+import pickle
+import signal
+import subprocess
+import sys
+import textwrap
+import time
+from pathlib import Path
+
+import pytest
+import yaml
+
+htcondor = pytest.importorskip("htcondor2")
+
+from arc_trl.launch import condor
+from arc_trl.launch.condor import CondorError, CondorResources, build_submit, format_arguments
+from arc_trl.launch.launch_config import gpu_split
+from arc_trl.launch.launchers import run_sweep
+from arc_trl.launch.server_plan import LaunchPlan, PlanError, ProcessSpec, build_plan
+from arc_trl.launch.server_runner import main as wrapper_main
+from arc_trl.launch.server_runner import run_plan
+from arc_trl.launch.single_jobs import main as submit_main
+from arc_trl.launch.sweep import SweepError
+
+REPO = Path(__file__).resolve().parents[1]
+
+FOUR_GPU = {
+    "model_name_or_path": "Qwen/Qwen3-8B",
+    "use_vllm": True,
+    "vllm_mode": "server",
+    "vllm_server_base_url": "http://localhost:8000",
+    "teacher_backend": "server",
+    "teacher_model": "Qwen/Qwen3-32B",
+    "teacher_server_url": "http://localhost:8001",
+    "teacher_tau": 0.3,
+    "trainer_gpus": 1,
+    "vllm_gpus": 2,
+    "teacher_gpus": 1,
+    "sandbox_workers": 16,
+    "learning_rate": 2.0e-6,
+}
+
+
+@pytest.fixture(autouse=True)
+def no_schedd(monkeypatch):
+    """Never submit real jobs from the tests, even on a submit node."""
+
+    def unreachable():
+        raise RuntimeError("Unable to locate local daemon (test)")
+
+    monkeypatch.setattr(condor.htcondor, "Schedd", unreachable)
+
+
+def write_config(tmp_path: Path, config: dict, name: str = "config.yaml") -> Path:
+    path = tmp_path / name
+    path.write_text(yaml.safe_dump(config))
+    return path
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# Submit descriptions
+
+
+def test_submit_description_parses_and_carries_resources(tmp_path):
+    resources = CondorResources(gpus=4, cpus=20, memory="128G", disk="100G", max_retries=3,
+                                requirements='TARGET.Machine == "calculon21.das-nano.com"',
+                                environment={"WANDB_RUN_GROUP": "g", "NOTE": "two words"},
+                                extra={"require_gpus": "Capability >= 8.0"})
+    sub = build_submit("/usr/bin/python3", ["scripts/train.py", "--config", "a b.yaml"], resources,
+                       log=tmp_path / "c.log", output="o.txt", error="e.txt", batch_name="job", initialdir=tmp_path)
+    assert sub["request_gpus"] == "4" and sub["request_cpus"] == "20"
+    assert sub["request_memory"] == "128G" and sub["request_disk"] == "100G"
+    assert sub["max_retries"] == "3" and sub["getenv"] == "true"
+    assert sub["requirements"] == 'TARGET.Machine == "calculon21.das-nano.com"'
+    assert sub["arguments"] == "\"scripts/train.py --config 'a b.yaml'\""
+    assert sub["environment"] == "\"WANDB_RUN_GROUP=g NOTE='two words'\""
+    assert sub["require_gpus"] == "Capability >= 8.0"
+    reparsed = htcondor.Submit(str(sub))  # the text written to .sub files parses back to the same description
+    assert dict(reparsed.items()) == dict(sub.items())
+
+
+def test_argument_quoting_follows_the_new_syntax():
+    assert format_arguments(["a", "b c", "it's", 'say "hi"']) == '"a \'b c\' \'it\'\'s\' \'say ""hi""\'"'
+    assert format_arguments(["--x", ""]) == "\"--x ''\""
+
+
+def test_invalid_resources_name_the_field():
+    with pytest.raises(CondorError, match="memory='lots' is not a size"):
+        CondorResources(memory="lots").validate()
+    with pytest.raises(CondorError, match="gpus must be a non-negative integer"):
+        CondorResources(gpus=-1).validate()
+    with pytest.raises(CondorError, match=r"unknown keys \['request_ram'\]"):
+        CondorResources.from_mapping({"request_ram": "1G"}, CondorResources(), "here")
+
+
+def test_default_resources_follow_the_gpu_split():
+    assert gpu_split(FOUR_GPU).total == 4
+    resources = condor.default_resources(FOUR_GPU)
+    assert (resources.gpus, resources.cpus, resources.memory) == (4, 4 * 4 + 16, "128G")
+    colocate = {"use_vllm": True, "vllm_mode": "colocate"}
+    assert gpu_split(colocate).total == 1
+    with pytest.raises(ValueError, match="vllm_gpus=2 but no student server"):
+        gpu_split({**colocate, "vllm_gpus": 2})
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# Condor launcher (sweeps) and single jobs
+
+
+def test_condor_sweep_without_schedd_writes_one_cluster_with_itemdata(tmp_path):
+    write_config(tmp_path, FOUR_GPU, "base.yaml")
+    sweep = tmp_path / "sweep.yaml"
+    sweep.write_text(textwrap.dedent("""
+        name: opd
+        base_config: base.yaml
+        variants: [{name: grpo, teacher_tau: 0.0}, {name: opd, teacher_tau: 0.3}]
+        grid: {learning_rate: [1e-6, 2e-6]}
+        condor: {memory: 200G, requirements: 'TARGET.Machine == "node1"'}
+        """))
+    finished = tmp_path / "runs" / "grpo_learning_rate1e-06"
+    finished.mkdir(parents=True)
+    (finished / "run_summary.json").write_text("{}")
+    lines: list[str] = []
+    codes = run_sweep(sweep, launcher="condor", sweep_dir=tmp_path / "runs", printer=lines.append)
+    assert list(codes) == ["grpo_learning_rate1e-06", "grpo_learning_rate2e-06", "opd_learning_rate1e-06",
+                           "opd_learning_rate2e-06"]
+    sub_file = tmp_path / "runs" / "condor" / "sweep.sub"
+    assert f"condor_submit {sub_file}" in "\n".join(lines)
+    sub = htcondor.Submit(sub_file.read_text())
+    items = list(sub.itemdata())
+    assert [item["run_name"] for item in items] == list(codes)[1:]  # the finished run is not queued
+    assert items[0] == {"run_name": "grpo_learning_rate2e-06", "run_dir": str(tmp_path / "runs" /
+                                                                              "grpo_learning_rate2e-06"), "gpus": "4"}
+    assert sub["request_gpus"] == "$(gpus)" and sub["request_memory"] == "200G"
+    assert sub["request_cpus"] == "32" and sub["requirements"] == 'TARGET.Machine == "node1"'
+    assert sub["output"] == "$(run_dir)/train.log"
+    assert "--config $(run_dir)/config.yaml --resume --auto-ports" in sub["arguments"]
+    assert "WANDB_RUN_GROUP=opd" in sub["environment"]
+    assert (tmp_path / "runs" / "opd_learning_rate2e-06" / "config.yaml").is_file()
+
+
+def test_condor_sweep_submits_to_a_reachable_schedd(tmp_path, monkeypatch):
+    submitted = {}
+
+    class FakeResult:
+        def cluster(self):
+            return 4242
+
+        def num_procs(self):
+            return len(submitted["items"])
+
+    class FakeSchedd:
+        def submit(self, description, itemdata=None):
+            submitted["description"] = str(description)
+            submitted["items"] = list(itemdata)
+            return FakeResult()
+
+    monkeypatch.setattr(condor.htcondor, "Schedd", FakeSchedd)
+    write_config(tmp_path, {"learning_rate": 1e-5}, "base.yaml")
+    (tmp_path / "sweep.yaml").write_text("base_config: base.yaml\ngrid: {learning_rate: [1e-5, 2e-5]}\n")
+    lines: list[str] = []
+    run_sweep(tmp_path / "sweep.yaml", launcher="condor", sweep_dir=tmp_path / "runs", printer=lines.append)
+    assert "submitted cluster 4242 (2 jobs)" in "\n".join(lines)
+    assert [item["run_name"] for item in submitted["items"]] == ["learning_rate1e-05", "learning_rate2e-05"]
+    assert [item["gpus"] for item in submitted["items"]] == ["1", "1"]
+
+
+def test_condor_sweep_rejects_unknown_condor_keys(tmp_path):
+    write_config(tmp_path, {"learning_rate": 1e-5}, "base.yaml")
+    (tmp_path / "sweep.yaml").write_text("base_config: base.yaml\ngrid: {lora_r: [8]}\ncondor: {ram: 1G}\n")
+    with pytest.raises(SweepError, match=r"sweep.yaml: condor: unknown keys \['ram'\]"):
+        run_sweep(tmp_path / "sweep.yaml", launcher="condor", sweep_dir=tmp_path / "runs", printer=lambda _: None)
+
+
+def test_submit_train_job_dry_run(tmp_path, capsys):
+    config = write_config(tmp_path, {**FOUR_GPU, "output_dir": str(tmp_path / "out"), "run_name": "q4"})
+    code = submit_main(["train", "--config", str(config), "--memory", "150G", "--requirements", "HasGpu",
+                        "--dry-run", "--", "--max_steps", "10"])
+    assert code == 0
+    sub_file = tmp_path / "out" / "condor" / "q4.sub"
+    assert f"condor_submit {sub_file}" in capsys.readouterr().out
+    sub = htcondor.Submit(sub_file.read_text())
+    assert sub["request_gpus"] == "4" and sub["request_cpus"] == "32"  # derived from the config
+    assert sub["request_memory"] == "150G" and sub["requirements"] == "HasGpu"  # overridden
+    assert sub["arguments"] == (f'"{REPO}/scripts/run_with_servers.py --config {config} --resume --auto-ports '
+                                '--max_steps 10"')
+    assert sub["executable"] == sys.executable and sub["batch_name"] == "q4"
+
+
+def test_submit_evaluate_job_without_schedd_writes_sub(tmp_path, capsys):
+    out = tmp_path / "eval"
+    code = submit_main(["evaluate", "--gpus", "2", "--cpus", "12", "--", "generate", "--model", "m", "--dataset",
+                        "arc-agi-1/eval", "--n-predictions", "8", "--output-dir", str(out)])
+    assert code == 0
+    printed = capsys.readouterr().out
+    assert "no HTCondor schedd reachable" in printed and f"condor_submit {out}/condor/evaluate.sub" in printed
+    sub = htcondor.Submit((out / "condor" / "evaluate.sub").read_text())
+    assert sub["request_gpus"] == "2" and sub["request_cpus"] == "12" and sub["request_memory"] == "32G"
+    assert sub["arguments"].startswith(f'"{REPO}/scripts/evaluate.py generate --model m')
+
+
+def test_submit_errors_are_reported(tmp_path, capsys):
+    assert submit_main(["evaluate", "--dry-run"]) == 2
+    assert "give the scripts/evaluate.py arguments after `--`" in capsys.readouterr().out
+    config = write_config(tmp_path, FOUR_GPU)
+    assert submit_main(["train", "--config", str(config), "--memory", "many", "--dry-run"]) == 2
+    assert "memory='many' is not a size" in capsys.readouterr().out
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# Server wrapper: plan
+
+
+def test_wrapper_dry_run_plan_for_the_four_gpu_layout(tmp_path):
+    config = write_config(tmp_path, {**FOUR_GPU, "vllm_server_args": "--max_model_len 12000"})
+    result = subprocess.run([sys.executable, str(REPO / "scripts" / "run_with_servers.py"), "--config", str(config),
+                             "--gpus", "0,1,2,3", "--dry-run", "--", "--max_steps", "5"],
+                            capture_output=True, text=True, timeout=60, check=False)
+    assert result.returncode == 0, result.stderr
+    lines = result.stdout.splitlines()
+    assert lines[0] == "GPUs visible: 0,1,2,3 (from --gpus); needed: 4 = student vLLM 2 + trainer 1 + teacher vLLM 1"
+    bin_dir = Path(sys.executable).parent
+    assert lines[1:] == [
+        "[student-vllm] CUDA_VISIBLE_DEVICES=0,1",
+        (f"    {bin_dir}/trl vllm-serve --model Qwen/Qwen3-8B --data-parallel-size 2 --tensor-parallel-size 1 "
+         "--port 8000 --max_model_len 12000"),
+        "    health: http://127.0.0.1:8000/health",
+        "[trainer] CUDA_VISIBLE_DEVICES=2",
+        f"    {bin_dir}/accelerate launch --num_processes 1 {REPO}/scripts/train.py --config {config} --max_steps 5",
+        "[teacher-vllm] CUDA_VISIBLE_DEVICES=3",
+        f"    {bin_dir}/vllm serve Qwen/Qwen3-32B --port 8001 --tensor-parallel-size 1",
+        "    health: http://127.0.0.1:8001/health",
+    ]
+
+
+def test_plan_variants_and_errors(tmp_path):
+    path = tmp_path / "c.yaml"
+    plan = build_plan({**FOUR_GPU, "vllm_gpus": 4, "vllm_tensor_parallel_size": 2, "trainer_gpus": 2,
+                       "teacher_gpus": 2}, path, [str(i) for i in range(8)])
+    student, teacher = plan.servers
+    assert student.gpus == ["0", "1", "2", "3"] and plan.trainer.gpus == ["4", "5"] and teacher.gpus == ["6", "7"]
+    assert student.command[student.command.index("--data-parallel-size") + 1] == "2"
+    assert "--multi_gpu" in plan.trainer.command and plan.trainer.command[3] == "2"  # --num_processes 2
+    assert teacher.command[teacher.command.index("--tensor-parallel-size") + 1] == "2"
+
+    auto = build_plan(FOUR_GPU, path, ["0", "1", "2", "3"], auto_ports=True)
+    ports = [spec.command[spec.command.index("--port") + 1] for spec in auto.servers]
+    trainer = auto.trainer.command
+    assert trainer[trainer.index("--vllm_server_base_url") + 1] == f"http://127.0.0.1:{ports[0]}"
+    assert trainer[trainer.index("--teacher_server_url") + 1] == f"http://127.0.0.1:{ports[1]}"
+    used = ports + [trainer[trainer.index(flag) + 1] for flag in ("--vllm_group_port", "--main_process_port")]
+    assert len(set(used)) == 4
+
+    cpu = build_plan({"learning_rate": 1e-5}, path, [], gpu_source="none")
+    assert cpu.servers == [] and cpu.trainer.gpus is None
+
+    with pytest.raises(PlanError, match="needs 4 GPUs .* but only 2 are visible"):
+        build_plan(FOUR_GPU, path, ["0", "1"])
+    with pytest.raises(PlanError, match="vllm_gpus=3 is not a multiple of vllm_tensor_parallel_size=2"):
+        build_plan({**FOUR_GPU, "vllm_gpus": 3, "vllm_tensor_parallel_size": 2}, path, list("0123456"))
+    with pytest.raises(PlanError, match="points at another host"):
+        build_plan({**FOUR_GPU, "teacher_server_url": "http://gpu-node-7:8001"}, path, list("0123"))
+    with pytest.raises(PlanError, match="both use port 8000"):
+        build_plan({**FOUR_GPU, "teacher_server_url": "http://localhost:8000"}, path, list("0123"))
+    with pytest.raises(PlanError, match="teacher_gpus=1 but teacher_backend is not 'server'"):
+        build_plan({**FOUR_GPU, "teacher_backend": "base"}, path, list("0123"))
+
+
+def test_wrapper_resume_skips_finished_and_resumes_latest(tmp_path, capsys):
+    out = tmp_path / "out"
+    config = write_config(tmp_path, {"learning_rate": 1e-5, "output_dir": str(out)})
+    for step in (50, 100):
+        (out / f"checkpoint-{step}").mkdir(parents=True)
+        (out / f"checkpoint-{step}" / "trainer_state.json").write_text("{}")
+    assert wrapper_main(["--config", str(config), "--gpus", "0", "--resume", "--dry-run"]) == 0
+    printed = capsys.readouterr().out
+    assert f"--resume_from_checkpoint {out}/checkpoint-100" in printed
+    (out / "run_summary.json").write_text("{}")
+    assert wrapper_main(["--config", str(config), "--resume"]) == 0
+    assert "already holds run_summary.json: nothing to do" in capsys.readouterr().out
+    assert wrapper_main(["--config", str(tmp_path / "missing.yaml"), "--dry-run"]) == 2
+    assert "missing.yaml not found" in capsys.readouterr().out
+
+
+def test_plan_defaults_match_trl():
+    from trl import GRPOConfig
+
+    from arc_trl.config import ArcConfig
+    from arc_trl.launch.launch_config import LAUNCH_DEFAULTS
+    from arc_trl.launch.server_plan import DEFAULT_VLLM_SERVER_PORT
+
+    grpo = {f.name: f.default for f in GRPOConfig.__dataclass_fields__.values()}
+    assert grpo["vllm_server_port"] == DEFAULT_VLLM_SERVER_PORT and grpo["vllm_mode"] == "colocate"
+    assert grpo["use_vllm"] is False and grpo["vllm_tensor_parallel_size"] == 1
+    # scripts/train.py must accept the launch keys (it ignores them); these four are ArcConfig fields already.
+    assert {"trainer_gpus", "vllm_gpus", "teacher_gpus", "accelerate_config"} <= set(ArcConfig.__dataclass_fields__)
+    assert {"trainer_gpus", "vllm_gpus", "teacher_gpus", "accelerate_config"} <= set(LAUNCH_DEFAULTS)
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# Server wrapper: processes (fake servers answering /health, fake trainers)
+
+FAKE_SERVER = textwrap.dedent(
+    """
+    import http.server, os, sys, pathlib
+    port, pid_file, mode = int(sys.argv[1]), pathlib.Path(sys.argv[2]), sys.argv[3]
+    pid_file.write_text(str(os.getpid()))
+    print("devices", os.environ.get("CUDA_VISIBLE_DEVICES"), flush=True)
+    if mode == "crash":
+        print("CUDA out of memory (fake)", flush=True)
+        sys.exit(7)
+    class Health(http.server.BaseHTTPRequestHandler):
+        def do_GET(self):
+            self.send_response(200 if self.path == "/health" else 404)
+            self.end_headers()
+        def log_message(self, *args):
+            pass
+    http.server.HTTPServer(("127.0.0.1", port), Health).serve_forever()
+    """
+)
+
+FAKE_TRAINER = textwrap.dedent(
+    """
+    import os, pathlib, sys, time
+    marker, mode = pathlib.Path(sys.argv[1]), sys.argv[2]
+    marker.write_text(os.environ.get("CUDA_VISIBLE_DEVICES", "") + " " + os.environ.get("FROM_CONFIG", ""))
+    if mode == "sleep":
+        time.sleep(60)
+    sys.exit(int(mode))
+    """
+)
+
+
+def alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    # A zombie (exited, not yet reaped by its parent) counts as gone.
+    stat = Path(f"/proc/{pid}/stat")
+    return stat.exists() and stat.read_text().split()[2] != "Z"
+
+
+def fake_plan(tmp_path: Path, trainer_mode: str, server_mode: str = "ok") -> tuple[LaunchPlan, Path]:
+    from arc_trl.launch.server_plan import PortPicker
+
+    (tmp_path / "server.py").write_text(FAKE_SERVER)
+    (tmp_path / "trainer.py").write_text(FAKE_TRAINER)
+    port = PortPicker()()
+    server = ProcessSpec("student-vllm", [sys.executable, str(tmp_path / "server.py"), str(port),
+                                         str(tmp_path / "server.pid"), server_mode], ["0", "1"],
+                         f"http://127.0.0.1:{port}/health")
+    trainer = ProcessSpec("trainer", [sys.executable, str(tmp_path / "trainer.py"), str(tmp_path / "trainer.txt"),
+                                      trainer_mode], ["2"])
+    return LaunchPlan(gpu_split({}), ["0", "1", "2"], "test", [server], trainer, startup_timeout=20), tmp_path
+
+
+def test_run_plan_starts_servers_waits_for_health_and_stops_them(tmp_path):
+    plan, _ = fake_plan(tmp_path, trainer_mode="5")
+    lines: list[str] = []
+    code = run_plan(plan, tmp_path / "logs", {"FROM_CONFIG": "yes"}, printer=lines.append, poll_s=0.1)
+    assert code == 5  # the trainer's exit code
+    assert (tmp_path / "trainer.txt").read_text() == "2 yes"  # trainer GPU slice + the config's env block
+    assert "devices 0,1" in (tmp_path / "logs" / "student-vllm.log").read_text()
+    assert any("student-vllm is healthy" in line for line in lines)
+    assert not alive(int((tmp_path / "server.pid").read_text()))
+
+
+def test_run_plan_reports_a_server_that_dies_before_healthy(tmp_path):
+    plan, _ = fake_plan(tmp_path, trainer_mode="0", server_mode="crash")
+    lines: list[str] = []
+    assert run_plan(plan, tmp_path / "logs", printer=lines.append, poll_s=0.1) == 1
+    assert "student-vllm exited with code 7 before becoming healthy" in lines[-1]
+    assert "CUDA out of memory (fake)" in lines[-1]
+    assert not (tmp_path / "trainer.txt").exists()
+
+
+def test_sigterm_stops_trainer_and_servers(tmp_path):
+    plan, _ = fake_plan(tmp_path, trainer_mode="sleep")
+    (tmp_path / "plan.pkl").write_bytes(pickle.dumps(plan))
+    driver = tmp_path / "driver.py"
+    driver.write_text(textwrap.dedent(f"""
+        import pickle, sys
+        sys.path.insert(0, {str(REPO)!r})
+        from pathlib import Path
+        from arc_trl.launch.server_runner import run_plan
+        plan = pickle.loads(Path({str(tmp_path / "plan.pkl")!r}).read_bytes())
+        sys.exit(run_plan(plan, Path({str(tmp_path / "logs")!r}), poll_s=0.1))
+        """))
+    process = subprocess.Popen([sys.executable, str(driver)], stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                               text=True, cwd=REPO)
+    deadline = time.monotonic() + 30
+    while not (tmp_path / "trainer.txt").exists() and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert (tmp_path / "trainer.txt").exists(), process.communicate(timeout=5)[0]
+    process.send_signal(signal.SIGTERM)
+    output = process.communicate(timeout=30)[0]
+    assert process.returncode == 128 + signal.SIGTERM, output
+    assert "received signal SIGTERM: stopping the trainer and servers" in output
+    assert not alive(int((tmp_path / "server.pid").read_text()))
