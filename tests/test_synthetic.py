@@ -317,3 +317,18 @@ def test_load_synthetic_names_missing_metadata(tmp_path):
     (tmp_path / "metadata.jsonl").write_text("")
     with pytest.raises(ValueError, match="no metadata for 1 task.*plain"):
         load_synthetic(tmp_path)
+
+
+def test_synthetic_dataset_spec_goes_through_load_tasks():
+    from arc_trl.data import load_tasks
+    from arc_trl.synthetic import generate_curriculum
+
+    tasks = load_tasks("synthetic:n=6,seed=3,difficulty=tiny,families=rotate+flip")
+    direct = generate_curriculum(6, seed=3, difficulty="tiny", families=["rotate", "flip"])
+    assert sorted(t.id for t in direct) == [t.id for t in tasks]
+    assert {t.metadata["family"] for t in tasks} == {"rotate", "flip"}
+    assert tasks[0].metadata["reference_program"]
+    with pytest.raises(ValueError, match="unknown key 'x'"):
+        load_tasks("synthetic:n=2,x=1")
+    with pytest.raises(ValueError, match="n=... is required"):
+        load_tasks("synthetic:seed=1")

@@ -7,7 +7,8 @@
 - a Kaggle-style `X_challenges.json` ({task_id: task}); the solutions ({task_id: [grid, ...]}) are read from the
   sibling `X_solutions.json` when it exists, or from the `solutions=` path;
 - a folder of per-task files `<task_id>.json`, each `{"train": [...], "test": [...]}`;
-- a single per-task JSON file (task id = file stem).
+- a single per-task JSON file (task id = file stem);
+- a generated curriculum `synthetic:n=64,seed=0,difficulty=tiny[,families=a+b]` (see `arc_trl.synthetic.spec`).
 
 Every task is validated (`ArcTask.from_json`). A load never returns a partial result: if any task of a file is bad,
 the whole load fails with one `TaskValidationError` naming the file, task, pair and problem of every bad task.
@@ -61,7 +62,11 @@ def load_tasks(
     `solutions`: explicit Kaggle solutions file for a challenges file. `ids`: keep only these task ids (every one must
     exist).
     """
-    if isinstance(spec, str) and spec in BUNDLED_DATASETS:
+    from arc_trl.synthetic.spec import is_synthetic_spec, load_synthetic_spec
+
+    if is_synthetic_spec(spec):
+        tasks = load_synthetic_spec(spec)
+    elif isinstance(spec, str) and spec in BUNDLED_DATASETS:
         if solutions is not None:
             raise ValueError(f"bundled dataset {spec!r} already contains its solutions; do not pass solutions=")
         tasks = _load_bundled(spec)

@@ -1,0 +1,142 @@
+"""`ArcConfig`: the ARC / REPL / sandbox / teacher settings of a run.
+
+It sits next to TRL's `GRPOConfig` and `ModelConfig` in one flat YAML file parsed by `trl.TrlParser`, so every key
+below is a top-level YAML key and a `--flag` on the command line (CLI overrides YAML).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+AGENT_MODES = ("repl", "program")
+REWARD_MODES = ("binary", "partial", "balanced", "barc")
+TEACHER_BACKENDS = ("none", "local", "base", "server")
+TEACHER_LOSSES = ("advantage", "reverse_kl")
+PRIVILEGED_INFO = ("none", "solutions", "program")
+
+
+@dataclass
+class ArcConfig:
+    # --- data -----------------------------------------------------------------------------------------------------
+    dataset: str = field(
+        default="arc-agi-1/train",
+        metadata={"help": "Training tasks: a bundled name (arc-agi-1/train, arc-agi-2/eval, ...), a Kaggle "
+                  "*_challenges.json, a folder of task JSON files, or a synthetic spec (see docs/synthetic.md)."},
+    )
+    eval_dataset: str | None = field(default=None, metadata={"help": "Held-out tasks for in-training evaluation."})
+    task_ids: list[str] | None = field(default=None, metadata={"help": "Only use these task ids."})
+    max_tasks: int | None = field(default=None, metadata={"help": "Use at most this many tasks (after filtering)."})
+    max_prompt_tokens: int | None = field(
+        default=None, metadata={"help": "Drop tasks whose rendered prompt is longer than this many tokens."}
+    )
+    augment: bool = field(default=False, metadata={"help": "Apply a random dihedral + colour augmentation per row."})
+    augment_copies: int = field(default=1, metadata={"help": "Rows per task when augment is on."})
+    agent_mode: str = field(
+        default="repl", metadata={"help": "repl: multi-turn REPL ending with SUBMIT; program: one-turn transform()."}
+    )
+    prompt_template: str | None = field(default=None, metadata={"help": "Path to a custom prompt template (YAML)."})
+    chat_template: str = field(
+        default="auto",
+        metadata={"help": "auto: keep the model's template if prefix-stable, else use TRL's training variant; "
+                  "chatml: the project's plain ChatML template; or a path to a .jinja file."},
+    )
+
+    # --- rewards --------------------------------------------------------------------------------------------------
+    reward_mode: str = field(default="barc", metadata={"help": "binary | partial | balanced | barc (see docs)."})
+    log_reward_components: bool = field(
+        default=True, metadata={"help": "Also log exact-match and pixel-score components (weight 0)."}
+    )
+
+    # --- REPL episode ---------------------------------------------------------------------------------------------
+    max_turns: int = field(default=4, metadata={"help": "Assistant turns per episode (program mode: always 1)."})
+    max_tokens_per_turn: int | None = field(
+        default=None, metadata={"help": "Token cap per assistant turn (default: max_completion_length)."}
+    )
+    # The token budget of a whole episode (model + environment tokens) is GRPOConfig.max_completion_length.
+
+    # --- sandbox --------------------------------------------------------------------------------------------------
+    sandbox_workers: int = field(default=4, metadata={"help": "Code executions run in parallel."})
+    sandbox_timeout_s: float = field(default=5.0, metadata={"help": "Wall-clock limit per code execution."})
+    sandbox_memory_mb: int = field(default=1024, metadata={"help": "Address-space limit of a sandbox process."})
+    sandbox_max_output_chars: int = field(default=2000, metadata={"help": "stdout/stderr kept per execution."})
+
+    # --- teacher / on-policy distillation (docs/opd.md) ----------------------------------------------------------
+    teacher_backend: str = field(
+        default="none",
+        metadata={"help": "none | local (a model loaded next to the trainer) | base (LoRA: the frozen base model, "
+                  "adapter disabled) | server (a vLLM OpenAI server, prompt_logprobs)."},
+    )
+    teacher_model: str | None = field(default=None, metadata={"help": "Teacher model path (local/server backends)."})
+    teacher_server_url: str | None = field(default=None, metadata={"help": "e.g. http://localhost:8001"})
+    teacher_tau: float = field(default=0.0, metadata={"help": "Weight of the teacher term (0 = vanilla GRPO)."})
+    adv_tau: float = field(default=1.0, metadata={"help": "Weight of the GRPO advantage (0 = pure distillation)."})
+    teacher_loss: str = field(
+        default="advantage",
+        metadata={"help": "advantage: A_t = adv_tau*A + teacher_tau*(logp_T - logp_S) through the clipped surrogate; "
+                  "reverse_kl: a direct per-token KL(student||teacher) term weighted by teacher_tau."},
+    )
+    teacher_privileged: str = field(
+        default="none", metadata={"help": "Privileged info in the teacher's prompt: none | solutions | program."}
+    )
+    teacher_logprob_clip: float | None = field(
+        default=20.0, metadata={"help": "Clip |logp_T - logp_S| per token to this value (None: no clip)."}
+    )
+    teacher_timeout_s: float = field(default=300.0, metadata={"help": "Per request timeout of a teacher server."})
+    teacher_max_retries: int = field(default=3, metadata={"help": "Retries before a teacher server error is fatal."})
+    teacher_batch_size: int = field(default=8, metadata={"help": "Sequences per teacher forward/request."})
+
+    # --- launch layout (read by scripts/run_with_servers.py and the HTCondor wrapper; ignored by training) ------
+    trainer_gpus: int = field(default=1, metadata={"help": "GPUs (processes) of the trainer under accelerate."})
+    vllm_gpus: int | None = field(
+        default=None, metadata={"help": "GPUs of the student `trl vllm-serve` (data parallel); default 1 if used."}
+    )
+    teacher_gpus: int | None = field(
+        default=None, metadata={"help": "GPUs of the teacher `vllm serve` (tensor parallel); default 1 if used."}
+    )
+    vllm_server_args: str | None = field(default=None, metadata={"help": "Extra CLI args for `trl vllm-serve`."})
+    teacher_server_args: str | None = field(default=None, metadata={"help": "Extra CLI args for `vllm serve`."})
+    server_startup_timeout: float = field(default=900.0, metadata={"help": "Seconds to wait for servers' /health."})
+    accelerate_config: str | None = field(
+        default=None, metadata={"help": "accelerate config file for the trainer (e.g. accelerate_configs/zero2.yaml)."}
+    )
+
+    # --- debugging ------------------------------------------------------------------------------------------------
+    dump_rollouts: int = field(
+        default=0, metadata={"help": "Write this many rollouts per generation step (tokens, masks, rewards) to JSONL."}
+    )
+    check_loss_mask: bool = field(
+        default=True, metadata={"help": "Fail loudly when a batch has no trainable (model) tokens."}
+    )
+    check_config: bool = field(
+        default=False, metadata={"help": "Validate the config, print the resolved values and exit without training."}
+    )
+    use_unsloth: bool = field(default=False, metadata={"help": "Load the model with unsloth (single GPU, LoRA)."})
+
+    def __post_init__(self) -> None:
+        checks = {
+            "agent_mode": (self.agent_mode, AGENT_MODES),
+            "reward_mode": (self.reward_mode, REWARD_MODES),
+            "teacher_backend": (self.teacher_backend, TEACHER_BACKENDS),
+            "teacher_loss": (self.teacher_loss, TEACHER_LOSSES),
+            "teacher_privileged": (self.teacher_privileged, PRIVILEGED_INFO),
+        }
+        for name, (value, allowed) in checks.items():
+            if value not in allowed:
+                raise ValueError(f"{name}={value!r} is not one of {', '.join(allowed)}")
+        if self.max_turns < 1:
+            raise ValueError(f"max_turns must be >= 1, got {self.max_turns}")
+        if self.agent_mode == "program":
+            self.max_turns = 1
+        if self.teacher_tau < 0 or self.adv_tau < 0:
+            raise ValueError("teacher_tau and adv_tau must be >= 0")
+        if self.teacher_tau > 0 and self.teacher_backend == "none":
+            raise ValueError("teacher_tau > 0 needs a teacher: set teacher_backend to local, base or server")
+        if self.teacher_backend == "local" and not self.teacher_model:
+            raise ValueError("teacher_backend=local needs teacher_model (a path or hub id)")
+        if self.teacher_backend == "server" and not self.teacher_server_url:
+            raise ValueError("teacher_backend=server needs teacher_server_url (e.g. http://localhost:8001)")
+        if self.teacher_backend != "none" and self.teacher_tau == 0:
+            # A teacher with zero weight is still scored and logged (teacher_kl), which is useful for monitoring.
+            pass
+        if self.adv_tau == 0 and self.teacher_tau == 0:
+            raise ValueError("adv_tau and teacher_tau are both 0: the loss would be empty")
