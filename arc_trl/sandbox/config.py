@@ -1,0 +1,69 @@
+"""Limits and options of the sandbox (one `SandboxConfig` per `SandboxPool`)."""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+
+@dataclass(frozen=True)
+class SandboxConfig:
+    """Per-call and per-session limits. Times are seconds, sizes MB unless stated.
+
+    The wall-clock and CPU limits are enforced inside the child first (an exception is raised in the model's code and
+    the session state survives); the trainer kills the child `kill_grace_s` later if that did not stop it (then the
+    session is restarted and its state is lost).
+    """
+
+    timeout_s: float = 5.0  # wall clock per code run
+    cpu_time_s: float | None = None  # CPU time per code run (None: same as timeout_s)
+    program_timeout_s: float | None = None  # wall clock per `transform` call in program mode (None: timeout_s)
+    kill_grace_s: float = 1.0  # hard kill this long after the soft limit
+    memory_mb: int = 1024  # address-space limit of the interpreter; Python + numpy already take ~110 MB of it
+    max_output_chars: int = 8000  # per stream (stdout, stderr) per run; the rest is dropped with a visible marker
+    max_threads: int = 1  # threads the model code may run, the main thread included (1: no extra threads/processes)
+    max_recursion_depth: int = 10_000  # sys.setrecursionlimit is capped at this (Python's default limit is 1000)
+    max_code_chars: int = 100_000  # longer code is refused without running it
+    max_blocks_per_turn: int = 8  # code blocks run per assistant message; later ones are skipped with a note
+    session_cpu_s: int = 600  # RLIMIT_CPU of a whole session process (it is restarted when exhausted)
+    max_file_mb: int = 16  # largest file the code may write in its working directory
+    max_open_files: int = 64
+    allowed_packages: tuple[str, ...] = field(default_factory=tuple)  # importable besides numpy and the stdlib
+    work_root: str | None = None  # where session working directories are created (None: the system temp dir)
+    start_timeout_s: float = 60.0  # starting the zygote (imports numpy) or a session
+    audit_hook: bool = True  # the Python-level policy layer; switch off only to test the kernel layers alone
+
+    def __post_init__(self) -> None:
+        positive = ["timeout_s", "kill_grace_s", "memory_mb", "max_output_chars", "max_threads", "max_recursion_depth",
+                    "max_code_chars",
+                    "max_blocks_per_turn", "session_cpu_s", "max_file_mb", "max_open_files", "start_timeout_s"]
+        for name in positive:
+            value = getattr(self, name)
+            if isinstance(value, bool) or not isinstance(value, (int, float)) or value <= 0:
+                raise ValueError(f"SandboxConfig.{name} must be a positive number, got {value!r}")
+        for name in ("cpu_time_s", "program_timeout_s"):
+            value = getattr(self, name)
+            if value is not None and (isinstance(value, bool) or not isinstance(value, (int, float)) or value <= 0):
+                raise ValueError(f"SandboxConfig.{name} must be a positive number or None, got {value!r}")
+        if self.memory_mb < 256:
+            raise ValueError(f"SandboxConfig.memory_mb must be at least 256 (Python + numpy need ~110 MB), "
+                             f"got {self.memory_mb}")
+        if isinstance(self.allowed_packages, str):
+            raise TypeError("SandboxConfig.allowed_packages must be a list of package names, not a string")
+        object.__setattr__(self, "allowed_packages", tuple(self.allowed_packages))
+
+    @property
+    def transform_timeout_s(self) -> float:
+        return self.program_timeout_s if self.program_timeout_s is not None else self.timeout_s
+
+    @property
+    def max_reply_bytes(self) -> int:
+        """Largest message accepted from a child: two capped streams (at most 12 bytes per character once escaped as
+        JSON surrogate pairs) plus grids and bookkeeping."""
+        return 2 * 12 * self.max_output_chars + 4 * 1024 * 1024
+
+    def child_settings(self) -> dict[str, Any]:
+        """The subset the child needs."""
+        keys = ("memory_mb", "max_output_chars", "max_threads", "max_recursion_depth", "session_cpu_s", "max_file_mb",
+                "max_open_files", "audit_hook")
+        return {k: v for k, v in asdict(self).items() if k in keys}

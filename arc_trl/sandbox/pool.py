@@ -1,0 +1,117 @@
+"""`SandboxPool`: creates sessions and bounds how many run code at the same time.
+
+Each session is its own process (forked from the pool's zygote in a few milliseconds); `num_workers` bounds how many
+code runs execute concurrently across all sessions (idle sessions cost memory, not CPU), and sizes the thread pools
+used by `map_turns` and the asyncio methods. Usable from plain threads and from asyncio.
+
+Cleanup: `close()` (or the context manager) kills every session and the zygote. It also runs when the pool is
+garbage-collected and at interpreter exit. If the trainer is killed outright, the zygote sees its control socket
+close (or its parent change), kills the sessions and exits; sessions also get SIGKILL when the zygote dies
+(PR_SET_PDEATHSIG).
+"""
+
+from __future__ import annotations
+
+import threading
+import weakref
+from concurrent.futures import ThreadPoolExecutor
+from typing import Any, Self
+
+from arc_trl.data.task import ArcTask
+from arc_trl.sandbox.config import SandboxConfig
+from arc_trl.sandbox.forkserver import ForkServer
+from arc_trl.sandbox.results import ProgramResult, TurnResult
+from arc_trl.sandbox.session import Session
+
+
+def _shutdown(forkserver: ForkServer, sessions: weakref.WeakSet, executors: list[ThreadPoolExecutor]) -> None:
+    for session in list(sessions):
+        try:
+            session.close()
+        except Exception:  # noqa: BLE001, S110  best effort at exit
+            pass
+    for executor in executors:
+        executor.shutdown(wait=False, cancel_futures=True)
+    forkserver.close()
+
+
+class SandboxPool:
+    """Factory of sandboxed sessions sharing one zygote. `with SandboxPool(4, cfg) as pool: ...`."""
+
+    def __init__(self, num_workers: int = 4, config: SandboxConfig | None = None) -> None:
+        if isinstance(num_workers, bool) or not isinstance(num_workers, int) or num_workers < 1:
+            raise ValueError(f"num_workers must be a positive integer, got {num_workers!r}")
+        self.num_workers = num_workers
+        self.config = config if config is not None else SandboxConfig()
+        self._forkserver = ForkServer(self.config)
+        self._slots = threading.BoundedSemaphore(num_workers)
+        self._sessions: weakref.WeakSet[Session] = weakref.WeakSet()
+        self._executors: list[ThreadPoolExecutor] = []
+        self._executor_lock = threading.Lock()
+        self._turn_pool: ThreadPoolExecutor | None = None
+        self._async_pool: ThreadPoolExecutor | None = None
+        self.protections: dict[str, Any] = {}  # what the last started session reported (landlock, seccomp, ...)
+        self.closed = False
+        self._finalizer = weakref.finalize(self, _shutdown, self._forkserver, self._sessions, self._executors)
+        self._forkserver.request({"op": "ping"})  # start the zygote now, so the first session is fast
+
+    def new_session(self, task: ArcTask) -> Session:
+        """A fresh interpreter for `task` (only its train pairs and test inputs reach the child)."""
+        if self.closed:
+            raise RuntimeError("the SandboxPool is closed")
+        session = Session(self, task)
+        self._sessions.add(session)
+        return session
+
+    def map_turns(self, items: list[tuple[Session, str]]) -> list[TurnResult]:
+        """`session.run_turn(text)` for each (session, text), up to `num_workers` at a time; results in input order.
+
+        A session must appear at most once per call (its turns would otherwise race for its interpreter state).
+        """
+        items = list(items)
+        self._check_distinct(items)
+        return list(self._turn_executor().map(lambda item: item[0].run_turn(item[1]), items))
+
+    def map_programs(self, items: list[tuple[Session, str]]) -> list[ProgramResult]:
+        """`session.run_program(text)` for each (session, text), up to `num_workers` at a time; results in order."""
+        items = list(items)
+        self._check_distinct(items)
+        return list(self._turn_executor().map(lambda item: item[0].run_program(item[1]), items))
+
+    @staticmethod
+    def _check_distinct(items: list[tuple[Session, str]]) -> None:
+        ids = [id(session) for session, _ in items]
+        if len(set(ids)) != len(ids):
+            raise ValueError("the same session appears twice; run its calls one after the other instead")
+
+    def _turn_executor(self) -> ThreadPoolExecutor:
+        with self._executor_lock:
+            if self._turn_pool is None:
+                self._turn_pool = ThreadPoolExecutor(self.num_workers, thread_name_prefix="sandbox-turn")
+                self._executors.append(self._turn_pool)
+            return self._turn_pool
+
+    def _async_executor(self) -> ThreadPoolExecutor:
+        with self._executor_lock:
+            if self._async_pool is None:
+                self._async_pool = ThreadPoolExecutor(self.num_workers, thread_name_prefix="sandbox-async")
+                self._executors.append(self._async_pool)
+            return self._async_pool
+
+    def _note_protections(self, protections: dict[str, Any]) -> None:
+        self.protections = {k: v for k, v in protections.items() if k not in ("pid", "work_dir")}
+
+    @property
+    def zygote_pid(self) -> int | None:
+        return self._forkserver.pid
+
+    def close(self) -> None:
+        """Kill every session and the zygote. Idempotent."""
+        self.closed = True
+        self._finalizer()
+
+    def __enter__(self) -> Self:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()

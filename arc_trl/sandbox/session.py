@@ -1,0 +1,432 @@
+"""One episode's persistent interpreter, seen from the trainer.
+
+Only the train pairs and the test inputs of the task are sent to the child; the test outputs never leave the
+trainer. Every reply is read with a size cap and a deadline and validated field by field. When the child dies, is
+killed for running past its time limit, or breaks the protocol, the caller gets a result saying so, and the session is
+transparently replaced by a fresh interpreter for the same task (state lost; the result's note tells the model).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import functools
+import shutil
+import signal
+import socket
+import struct
+import threading
+import time
+import weakref
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, Self
+
+from arc_trl.data.task import ArcTask, Grid, normalize_grid
+from arc_trl.sandbox.child import wire
+from arc_trl.sandbox.code_blocks import extract_code_blocks, extract_program, parses
+from arc_trl.sandbox.forkserver import SandboxError
+from arc_trl.sandbox.observation import NO_CODE, format_turn
+from arc_trl.sandbox.results import STATUSES, ExecResult, ProgramResult, TurnResult
+
+if TYPE_CHECKING:
+    from arc_trl.sandbox.pool import SandboxPool
+
+RESTART_NOTE = ("the interpreter was restarted and its state was lost: variables, functions and imports from earlier "
+                "code are gone; np, train_inputs, train_outputs, test_inputs and SUBMIT are available again")
+_SEND_TIMEOUT_S = 10.0
+_MAX_ERROR_KIND = 100
+
+
+class ChildLost(Exception):
+    """The child did not answer properly: 'timeout' (past the hard deadline), 'died' (EOF) or 'protocol'."""
+
+    def __init__(self, kind: str, detail: str) -> None:
+        super().__init__(f"{kind}: {detail}")
+        self.kind = kind
+        self.detail = detail
+
+
+@dataclass(eq=False)
+class _Child:
+    pid: int
+    channel: socket.socket
+    work_dir: str
+    generation: int
+    finalizer: weakref.finalize | None = None  # kills the process; also runs if the session is garbage-collected
+
+
+def _kill_child(forkserver: Any, pid: int, generation: int, channel: socket.socket, work_dir: str) -> dict[str, Any]:
+    """Kill a child (through its zygote), close the channel, remove its working directory."""
+    try:
+        info = forkserver.kill(pid, generation)
+    except SandboxError:
+        info = {"exit_code": None, "signal": None}
+    channel.close()
+    shutil.rmtree(work_dir, ignore_errors=True)  # normally already done by the zygote
+    return info
+
+
+class Session:
+    """A persistent sandboxed interpreter for one task. Create it with `SandboxPool.new_session(task)`."""
+
+    def __init__(self, pool: SandboxPool, task: ArcTask) -> None:
+        self.pool = pool
+        self.config = pool.config
+        self.task_id = task.id
+        self.n_train = len(task.train)
+        self.n_test = len(task.test_inputs)
+        # Deliberately built from the inputs only: task.test_outputs must never reach the child.
+        self._setup = {
+            "op": "setup",
+            "config": self.config.child_settings(),
+            "train_inputs": [normalize_grid(p.input) for p in task.train],
+            "train_outputs": [normalize_grid(p.output) for p in task.train],
+            "test_inputs": [normalize_grid(g) for g in task.test_inputs],
+        }
+        self._lock = threading.RLock()
+        self._child: _Child | None = None
+        self._next_id = 0
+        self._cell = 0
+        self.submitted: list[Grid] | None = None  # the last valid SUBMIT of this session
+        self.restarts = 0
+        self.closed = False
+        self.protections: dict[str, Any] = {}
+        self._start()
+
+    # --- process management
+
+    def _start(self) -> None:
+        ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
+        try:
+            pid, work_dir, generation = self.pool._forkserver.spawn(theirs)
+        except BaseException:
+            ours.close()
+            raise
+        finally:
+            theirs.close()
+        ours.setsockopt(socket.SOL_SOCKET, socket.SO_SNDTIMEO, struct.pack("ll", int(_SEND_TIMEOUT_S), 0))
+        child = _Child(pid, ours, work_dir, generation)
+        child.finalizer = weakref.finalize(child, _kill_child, self.pool._forkserver, pid, generation, ours, work_dir)
+        try:
+            wire.send(ours.fileno(), self._setup)
+            ready = wire.receive(ours.fileno(), max_bytes=1 << 16,
+                                 deadline=time.monotonic() + self.config.start_timeout_s)
+            if not isinstance(ready, dict) or ready.get("ready") is not True:
+                raise wire.WireError(f"unexpected first message {str(ready)[:200]!r}")
+        except (OSError, wire.WireError) as e:
+            info = self._kill(child)
+            raise SandboxError(f"a sandbox session for task {self.task_id!r} did not start: {e} "
+                               f"({_describe_exit(info) or 'no exit status'})") from None
+        protections = ready.get("protections")
+        self.protections = protections if isinstance(protections, dict) else {}
+        self.pool._note_protections(self.protections)
+        self._child = child
+
+    def _kill(self, child: _Child) -> dict[str, Any]:
+        return (child.finalizer() if child.finalizer is not None else None) or {}
+
+    def _ensure_child(self) -> str | None:
+        """Start a child if there is none; returns an error message when that fails."""
+        if self._child is not None:
+            return None
+        try:
+            self._start()
+            return None
+        except SandboxError as e:
+            return str(e)
+
+    # --- request / reply
+
+    def _request(self, message: dict[str, Any], wait_s: float) -> dict[str, Any]:
+        assert self._child is not None
+        self._next_id += 1
+        message["id"] = self._next_id
+        fd = self._child.channel.fileno()
+        try:
+            wire.send(fd, message)
+        except OSError as e:
+            raise ChildLost("died", f"could not send the request ({e})") from None
+        try:
+            reply = wire.receive(fd, max_bytes=self.config.max_reply_bytes, deadline=time.monotonic() + wait_s)
+        except wire.WireTimeout:
+            raise ChildLost("timeout", f"no reply within {wait_s:.1f} s") from None
+        except wire.WireError as e:
+            kind = "died" if "closed" in str(e) or "channel error" in str(e) else "protocol"
+            raise ChildLost(kind, str(e)) from None
+        if not isinstance(reply, dict) or reply.get("id") != message["id"]:
+            raise ChildLost("protocol", "reply does not match the request")
+        return reply
+
+    def _validated(self, reply: dict[str, Any]) -> ExecResult:
+        """Turn a child's reply into an ExecResult, trusting nothing (raises ChildLost('protocol'))."""
+        status = reply.get("status")
+        if status not in STATUSES or status == "crashed":
+            raise ChildLost("protocol", f"invalid status {str(status)[:50]!r}")
+        limit = self.config.max_output_chars + 200
+        texts = {}
+        for key in ("stdout", "stderr"):
+            value = reply.get(key, "")
+            if not isinstance(value, str):
+                raise ChildLost("protocol", f"{key} is not text")
+            texts[key] = _clean_text(value[:limit])
+        kind = reply.get("error_kind")
+        kind = _clean_text(kind[:_MAX_ERROR_KIND]) if isinstance(kind, str) else None
+        submit_error = reply.get("submit_error")
+        submit_error = _clean_text(submit_error[:2000]) if isinstance(submit_error, str) else None
+        submitted = None
+        if reply.get("submitted") is not None:
+            submitted = self._valid_submission(reply["submitted"])
+            if submitted is None:
+                submit_error = "SUBMIT rejected: the submission is not a valid list of grids"
+        return ExecResult(
+            status=status, stdout=texts["stdout"], stderr=texts["stderr"], error_kind=kind,
+            truncated=reply.get("truncated") is True, submitted=submitted, submit_error=submit_error,
+            has_transform=reply.get("has_transform") is True,
+        )
+
+    def _valid_submission(self, value: Any) -> list[Grid] | None:
+        if not isinstance(value, list) or len(value) != self.n_test:
+            return None
+        try:
+            return [normalize_grid(g) for g in value]
+        except (ValueError, TypeError):
+            return None
+
+    def _recover(self, lost: ChildLost, limit_s: float) -> ExecResult:
+        """The child is gone or unusable: kill it, describe what happened, start a fresh one."""
+        child, self._child = self._child, None
+        info = self._kill(child) if child is not None else {}
+        sig = info.get("signal")
+        if lost.kind == "timeout":
+            status, kind = "timeout", "hard_timeout"
+            what = f"execution exceeded the time limit of {limit_s:g} s and the interpreter had to be killed"
+        elif sig == signal.SIGXCPU:
+            status, kind = "timeout", "session_cpu"
+            what = f"the session used up its total CPU budget ({self.config.session_cpu_s} s)"
+        elif lost.kind == "protocol":
+            status, kind = "crashed", "protocol"
+            what = "the interpreter sent an invalid reply and was stopped"
+        else:
+            status, kind = "crashed", _exit_kind(info)
+            what = f"the interpreter {_describe_exit(info) or 'died'}"
+        self.restarts += 1
+        error = self._ensure_child()
+        if error is None:
+            note = f"{what}; {RESTART_NOTE}"
+        else:
+            note = f"{what}; the sandbox could not be restarted ({error}); the next code run will try again"
+        return ExecResult(status=status, error_kind=kind, restarted=error is None, note=note)
+
+    # --- public API
+
+    def run(self, code: str, timeout_s: float | None = None) -> ExecResult:
+        """Run one code string in the persistent namespace."""
+        if not isinstance(code, str):
+            raise TypeError(f"code must be a str, got {type(code).__name__}")
+        with self._lock:
+            self._check_open()
+            start = time.perf_counter()
+            if len(code) > self.config.max_code_chars:
+                return ExecResult(status="refused", error_kind="code_too_long", note=(
+                    f"the code is {len(code)} characters long; the limit is {self.config.max_code_chars}; "
+                    "it was not run"))
+            error = self._ensure_child()
+            if error is not None:
+                return ExecResult(status="crashed", error_kind="unavailable", note=f"the sandbox is unavailable: {error}")
+            timeout = float(timeout_s) if timeout_s is not None else self.config.timeout_s
+            cpu = timeout if self.config.cpu_time_s is None else min(self.config.cpu_time_s, timeout)
+            self._cell += 1
+            message = {"op": "exec", "code": code, "cell": self._cell, "timeout": timeout, "cpu": cpu}
+            with self.pool._slots:
+                try:
+                    reply = self._request(message, timeout + self.config.kill_grace_s)
+                    result = self._validated(reply)
+                except ChildLost as lost:
+                    result = self._recover(lost, timeout)
+            result.seconds = time.perf_counter() - start
+            if result.status == "timeout" and not result.note and result.error_kind in ("wall_time", "cpu_time"):
+                result.note = "execution was stopped at the time limit; the interpreter state is kept"
+            if result.submitted is not None:
+                self.submitted = result.submitted
+            return result
+
+    def run_turn(self, text: str, max_blocks: int | None = None) -> TurnResult:
+        """Run the code blocks of one assistant message in order; stop after a valid SUBMIT."""
+        start = time.perf_counter()
+        blocks = extract_code_blocks(text)
+        if not blocks:
+            return TurnResult(observation=NO_CODE, code_found=False, code_parsed=False)
+        cap = max_blocks if max_blocks is not None else self.config.max_blocks_per_turn
+        results: list[ExecResult] = []
+        submitted = None
+        for code in blocks[:cap]:
+            result = self.run(code)
+            results.append(result)
+            if result.submitted is not None:
+                submitted = result.submitted
+                break
+        skipped_after_submit = len(blocks[:cap]) - len(results)
+        observation = format_turn(results, len(blocks), skipped_after_submit, max(0, len(blocks) - cap))
+        return TurnResult(
+            observation=observation, code_found=True, code_parsed=any(parses(b) for b in blocks), submitted=submitted,
+            results=results, n_blocks=len(blocks), seconds=time.perf_counter() - start,
+        )
+
+    def run_program(self, text: str) -> ProgramResult:
+        """Program mode: run the completion's code, then apply `transform` to every train and test input."""
+        start = time.perf_counter()
+        code = extract_program(text)
+        if code is None:
+            return self._no_program("no Python code found", start, code_found=False, code_parsed=False)
+        if not parses(code):
+            load = self.run(code)
+            return self._no_program(f"the program does not parse: {_last_line(load.stderr) or load.status}", start,
+                                    code_found=True, code_parsed=False, load=load)
+        load = self.run(code)
+        if not load.has_transform:
+            reason = "the program does not define a callable `transform`"
+            if load.status != "ok":
+                reason += f" ({_last_line(load.stderr) or load.note or load.status})"
+            return self._no_program(reason, start, code_found=True, code_parsed=True, load=load)
+        result = self.apply_transform(reload_code=code)
+        result.code_found = result.code_parsed = True
+        result.load = load
+        result.stdout = load.stdout + result.stdout
+        result.seconds = time.perf_counter() - start
+        return result
+
+    def apply_transform(self, reload_code: str | None = None) -> ProgramResult:
+        """Call the namespace's `transform` on each train input, then each test input (each call time limited).
+
+        When a call kills the interpreter, it is restarted and `reload_code` (the program) is run again before the
+        next call; without it the remaining calls fail.
+        """
+        start = time.perf_counter()
+        result = ProgramResult(compiled=True)
+        limit = self.config.transform_timeout_s
+        stdout_parts = []
+        for split, count in (("train", self.n_train), ("test", self.n_test)):
+            outputs = result.train_outputs if split == "train" else result.test_outputs
+            errors = result.train_errors if split == "train" else result.test_errors
+            for index in range(count):
+                output, error, reply_stdout, lost = self._apply_one(split, index, limit)
+                outputs.append(output)
+                errors.append(error)
+                if reply_stdout:
+                    stdout_parts.append(reply_stdout)
+                if lost is not None:
+                    result.num_timeouts += lost.status == "timeout"
+                    result.num_crashes += lost.status == "crashed"
+                    if reload_code is None or self.run(reload_code).has_transform is not True:
+                        reload_code = None
+                elif error and error.startswith("timeout"):
+                    result.num_timeouts += 1
+        result.stdout = "".join(stdout_parts)
+        result.seconds = time.perf_counter() - start
+        return result
+
+    def _apply_one(self, split: str, index: int, limit: float) -> tuple[Grid | None, str | None, str, ExecResult | None]:
+        """(output, error, stdout, recovery result when the child was lost) for one transform call."""
+        with self._lock:
+            self._check_open()
+            error = self._ensure_child()
+            if error is not None:
+                return None, f"crashed: the sandbox is unavailable ({error})", "", None
+            message = {"op": "apply", "split": split, "index": index, "timeout": limit,
+                       "cpu": limit if self.config.cpu_time_s is None else min(self.config.cpu_time_s, limit)}
+            with self.pool._slots:
+                try:
+                    reply = self._request(message, limit + self.config.kill_grace_s)
+                    result = self._validated(reply)
+                except ChildLost as lost:
+                    recovered = self._recover(lost, limit)
+                    return None, f"{recovered.status}: {recovered.note}", "", recovered
+        if result.status == "ok":
+            output = reply.get("output")
+            try:
+                return normalize_grid(output), None, result.stdout, None
+            except (ValueError, TypeError):
+                return None, "error: invalid output", result.stdout, None
+        detail = reply.get("error")
+        detail = _clean_text(detail[:500]) if isinstance(detail, str) else result.status
+        prefix = "timeout" if result.status == "timeout" else result.status
+        return None, f"{prefix}: {detail}", result.stdout, None
+
+    def _no_program(self, reason: str, start: float, **kwargs: Any) -> ProgramResult:
+        return ProgramResult(
+            compiled=False, train_outputs=[None] * self.n_train, test_outputs=[None] * self.n_test,
+            train_errors=[reason] * self.n_train, test_errors=[reason] * self.n_test, error=reason,
+            seconds=time.perf_counter() - start, **kwargs,
+        )
+
+    def _check_open(self) -> None:
+        if self.closed:
+            raise RuntimeError(f"the sandbox session for task {self.task_id!r} is closed")
+
+    # --- asyncio
+
+    async def arun(self, code: str, timeout_s: float | None = None) -> ExecResult:
+        return await self._in_thread(functools.partial(self.run, code, timeout_s))
+
+    async def arun_turn(self, text: str, max_blocks: int | None = None) -> TurnResult:
+        return await self._in_thread(functools.partial(self.run_turn, text, max_blocks))
+
+    async def arun_program(self, text: str) -> ProgramResult:
+        return await self._in_thread(functools.partial(self.run_program, text))
+
+    async def _in_thread(self, fn: Any) -> Any:
+        return await asyncio.get_running_loop().run_in_executor(self.pool._async_executor(), fn)
+
+    # --- closing
+
+    def close(self) -> None:
+        """Kill the interpreter and delete its working directory. Idempotent."""
+        with self._lock:
+            if self.closed:
+                return
+            self.closed = True
+            child, self._child = self._child, None
+            if child is not None:
+                self._kill(child)
+
+    def __enter__(self) -> Self:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+
+def _clean_text(text: str) -> str:
+    """Valid UTF-8 text (lone surrogates from hostile output replaced)."""
+    return text.encode("utf-8", "replace").decode("utf-8")
+
+
+def _last_line(text: str) -> str | None:
+    lines = [line.strip() for line in text.strip().splitlines() if line.strip()]
+    return lines[-1][:500] if lines else None
+
+
+def _exit_kind(info: dict[str, Any]) -> str:
+    if info.get("signal"):
+        return f"signal:{_signal_name(info['signal'])}"
+    if info.get("exit_code") is not None:
+        return f"exit:{info['exit_code']}"
+    return "died"
+
+
+def _describe_exit(info: dict[str, Any]) -> str | None:
+    sig = info.get("signal")
+    if sig:
+        name = _signal_name(sig)
+        hint = " (for example out of memory)" if sig == signal.SIGKILL else ""
+        return f"was killed by signal {name}{hint}"
+    if info.get("exit_code") is not None:
+        return f"exited with code {info['exit_code']}"
+    return None
+
+
+def _signal_name(number: Any) -> str:
+    try:
+        return signal.Signals(int(number)).name
+    except (ValueError, TypeError):
+        return str(number)
+

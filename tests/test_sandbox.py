@@ -1,0 +1,438 @@
+"""Sandbox behaviour on well-meaning code: persistence, preloaded variables, SUBMIT, turns, program mode, pools."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import signal
+import subprocess
+import sys
+import textwrap
+import time
+
+import numpy as np
+import pytest
+
+from arc_trl.data.task import ArcTask, Pair, grid_problem
+from arc_trl.sandbox import (
+    ExecResult,
+    ProgramResult,
+    SandboxConfig,
+    SandboxPool,
+    TurnResult,
+    extract_code_blocks,
+    extract_program,
+    replay_attempt,
+)
+from arc_trl.sandbox.child import grids as child_grids
+
+FAST = SandboxConfig(timeout_s=1.0, kill_grace_s=0.5, memory_mb=512, max_output_chars=2000)
+
+
+def mirror_task() -> ArcTask:
+    return ArcTask("mirror", [Pair([[1, 2], [3, 4]], [[2, 1], [4, 3]]), Pair([[5, 0, 6]], [[6, 0, 5]])],
+                   [[[7, 8], [9, 0]]], [[[8, 7], [0, 9]]])
+
+
+def two_test_task() -> ArcTask:
+    # test outputs use a distinctive pattern so a test can look for it inside the child
+    return ArcTask("two", [Pair([[1, 0], [0, 1]], [[1, 0], [0, 1]])], [[[2, 2], [2, 0]], [[3]]],
+                   [[[9, 8, 7, 6, 5, 4, 3, 2, 1]], [[4, 7, 4, 7, 4, 7, 4]]])
+
+
+@pytest.fixture(scope="module")
+def pool():
+    with SandboxPool(num_workers=2, config=FAST) as p:
+        yield p
+
+
+@pytest.fixture
+def session(pool):
+    with pool.new_session(mirror_task()) as s:
+        yield s
+
+
+def test_state_persists_across_calls(session):
+    assert session.run("x = 20\ndef double(v):\n    return 2 * v").status == "ok"
+    r = session.run("import math\nprint(double(x) + 2, math.pi > 3)")
+    assert (r.status, r.stdout) == ("ok", "42 True\n")
+    assert r.restarted is False and r.error_kind is None and r.seconds < 1.0
+
+
+def test_preloaded_variables(session):
+    code = textwrap.dedent("""
+        print(np.__name__, len(train_inputs), len(train_outputs), len(test_inputs))
+        print(type(train_inputs[0]).__name__, train_inputs[0].dtype.kind)
+        print(train_inputs[1].tolist(), train_outputs[1].tolist(), test_inputs[0].tolist())
+        print('test_outputs' in globals(), callable(SUBMIT))
+    """)
+    r = session.run(code)
+    assert r.status == "ok", r.stderr
+    assert r.stdout.splitlines() == ["numpy 2 2 1", "ndarray i", "[[5, 0, 6]] [[6, 0, 5]] [[7, 8], [9, 0]]",
+                                     "False True"]
+
+
+def test_test_outputs_never_reach_the_child(pool):
+    task = two_test_task()
+    with pool.new_session(task) as s:
+        assert "9, 8, 7, 6, 5" not in json.dumps(s._setup) and "4, 7, 4, 7" not in json.dumps(s._setup)
+        # and no list in the child's heap holds them (the needles are strings, so they do not match themselves)
+        code = textwrap.dedent("""
+            import gc
+            needles = {"9,8,7,6,5,4,3,2,1", "4,7,4,7,4,7,4", "2,0"}
+            rows = [o for o in gc.get_objects() if type(o) is list and 0 < len(o) < 10
+                    and all(type(v) is int for v in o)]
+            print(sorted({",".join(map(str, o)) for o in rows} & needles))
+        """)
+        r = s.run(code)
+        assert (r.status, r.stdout) == ("ok", "['2,0']\n")  # a test input row is found (control), outputs are not
+
+
+def test_mutating_preloaded_inputs_does_not_change_transform_inputs(session):
+    session.run("train_inputs[0][0, 0] = 9\ndef transform(g):\n    return g.tolist()")
+    p = session.apply_transform()
+    assert p.train_outputs[0] == [[1, 2], [3, 4]]
+
+
+def test_submit_valid_records_grids_and_stops_the_block(session):
+    r = session.run("print('before')\nSUBMIT(np.array([[8, 7], [0, 9]]))\nprint('after')")
+    assert r.status == "ok" and r.stdout == "before\n"
+    assert r.submitted == [[[8, 7], [0, 9]]] and r.submit_error is None
+    assert session.submitted == [[[8, 7], [0, 9]]]
+
+
+def test_submit_accepts_a_list_of_one_grid(session):
+    assert session.run("SUBMIT([[[1]]])").submitted == [[[1]]]
+
+
+@pytest.mark.parametrize(
+    "call, message",
+    [
+        ("SUBMIT([[[1]]])", "expected 2 grids (one per test input), got 1"),
+        ("SUBMIT([[[1, 2], [3]], [[1]]])", "grid 0: grid is not rectangular (row 0 has 2 cells, row 1 has 1)"),
+        ("SUBMIT([[[1]], [[10]]])", "grid 1: cell (0,0) has colour 10 outside 0..9"),
+        ("SUBMIT([np.zeros((2, 2)), [[1]]])", "grid 0: array has dtype float64"),
+        ("SUBMIT([[[1.0]], [[1]]])", "grid 0: cell (0,0) is 1.0, not an integer colour"),
+        ("SUBMIT([[[True]], [[1]]])", "grid 0: cell (0,0) is True, not an integer colour"),
+        ("SUBMIT([np.zeros((31, 1), dtype=int), [[1]]])", "grid 0: grid is 31x1 (max 30x30)"),
+        ("SUBMIT([[], [[1]]])", "grid 0: a grid must be a non-empty list of rows"),
+        ("SUBMIT('abc')", "expected a list of 2 grid(s)"),
+    ],
+)
+def test_submit_malformed_is_rejected_with_a_clear_message(pool, call, message):
+    with pool.new_session(two_test_task()) as s:
+        r = s.run(call)
+        assert r.status == "error" and r.error_kind == "SubmitError"
+        assert r.submitted is None and r.submit_error.startswith("SUBMIT rejected: ") and message in r.submit_error
+        assert f"SubmitError: SUBMIT rejected: {message}" in r.stderr
+        assert s.submitted is None
+        ok = s.run("SUBMIT([[[2, 2], [2, 0]], [[3]]])")  # the episode goes on
+        assert ok.submitted == [[[2, 2], [2, 0]], [[3]]]
+
+
+def test_child_and_parent_grid_checks_agree():
+    cases = [[[1]], [[1, 2], [3]], [[10]], [[-1]], [[1.0]], [[True]], [], [[]], [[0] * 31], [[0]] * 31, "ab",
+             [[1, "2"]], [[0] * 30] * 30, np.array([[1, 2]]), np.array([[1.5]]), np.zeros((2, 2, 2), dtype=int)]
+    for grid in cases:
+        try:
+            child_grids.to_grid(grid)
+            child_ok = True
+        except child_grids.GridError:
+            child_ok = False
+        assert child_ok == (grid_problem(grid) is None), grid
+
+
+def test_syntax_error_is_reported_with_location(session):
+    r = session.run("x = (1,\nprint(x)")
+    assert r.status == "error" and r.error_kind == "SyntaxError"
+    assert 'File "<cell-' in r.stderr and "SyntaxError" in r.stderr
+
+
+def test_exception_traceback_shows_model_code_only(session):
+    r = session.run("def f(a):\n    return a / 0\nf(1)")
+    assert r.status == "error" and r.error_kind == "ZeroDivisionError"
+    assert "return a / 0" in r.stderr and "ZeroDivisionError: division by zero" in r.stderr
+    assert "runtime.py" not in r.stderr and "zygote" not in r.stderr
+
+
+def test_output_truncation_marker(session):
+    r = session.run("print('a' * 5000)")
+    assert r.truncated and r.stdout.startswith("a" * 2000)
+    assert "[... output truncated: 3001 more characters not shown ...]" in r.stdout
+
+
+def test_code_blocks_extraction_rule():
+    text = textwrap.dedent("""
+        Let me look.
+        ```python
+        a = 1
+        ```
+        Grid:
+        ```
+        0120
+        0000
+        ```
+        ```json
+        {"x": 1}
+        ```
+        ```
+        print(a)
+        ```
+        ~~~py
+        b = 2
+        ~~~
+        ```text
+        print('not code')
+        ```
+        ```Python3
+        c = 3
+    """)
+    assert extract_code_blocks(text) == ["a = 1", "print(a)", "b = 2", "c = 3"]
+    assert extract_code_blocks("no code here") == []
+    assert extract_code_blocks("```\n[[1, 2], [3, 4]]\n```") == []  # a literal is not code
+    assert extract_program("def transform(g):\n    return g") == "def transform(g):\n    return g"
+    assert extract_program("just words") is None
+
+
+def test_run_turn_runs_blocks_in_order_and_stops_after_submit(session):
+    text = ("First:\n```python\nx = 3\nprint('x is', x)\n```\nThen:\n```python\nSUBMIT([[8, 7], [0, 9]])\n```\n"
+            "```python\nprint('never')\n```")
+    t = session.run_turn(text)
+    assert isinstance(t, TurnResult)
+    assert t.code_found and t.code_parsed and t.n_blocks == 3 and len(t.results) == 2
+    assert t.submitted == [[[8, 7], [0, 9]]]
+    assert t.observation == ("--- code block 1 ---\nx is 3\n--- code block 2 ---\nSUBMIT accepted: 1 grid recorded.\n"
+                             "[SUBMIT ended the episode; the 1 code block(s) after it were not run.]")
+    assert not t.any_error and not t.any_timeout
+
+
+def test_run_turn_observation_for_errors_and_no_code(session):
+    t = session.run_turn("```python\nprint(undefined_name)\n```")
+    assert t.any_error and t.submitted is None
+    assert "NameError: name 'undefined_name' is not defined" in t.observation
+    none = session.run_turn("I will think about it.")
+    assert not none.code_found and not none.code_parsed and none.results == []
+    assert "no ```python code block" in none.observation
+    t = session.run_turn("```python\nSUBMIT([[1, 2, 3], [4]])\n```")
+    assert t.observation.endswith("SubmitError: SUBMIT rejected: grid is not rectangular (row 0 has 3 cells, row 1 has 1)")
+
+
+def test_run_turn_caps_blocks_per_message(pool):
+    with pool.new_session(mirror_task()) as s:
+        t = s.run_turn("\n".join(f"```python\nprint({i})\n```" for i in range(10)), max_blocks=3)
+        assert len(t.results) == 3 and t.n_blocks == 10
+        assert "7 were skipped" in t.observation
+
+
+def test_program_mode_applies_transform_to_each_input(session):
+    completion = "Here:\n```python\nimport numpy as np\ndef transform(grid):\n    return np.fliplr(grid)\n```"
+    p = session.run_program(completion)
+    assert isinstance(p, ProgramResult) and p.compiled and p.code_found and p.code_parsed
+    assert p.train_outputs == [[[2, 1], [4, 3]], [[6, 0, 5]]]
+    assert p.test_outputs == [[[8, 7], [0, 9]]]
+    assert p.errors == [None, None, None] and p.error is None
+
+
+def test_program_mode_per_call_errors_and_time_limit(pool):
+    code = textwrap.dedent("""
+        def transform(grid):
+            if grid.shape == (1, 3):
+                while True:
+                    pass
+            if grid[0, 0] == 7:
+                return [[1.5]]
+            return grid.tolist()
+    """)
+    with pool.new_session(mirror_task()) as s:
+        start = time.perf_counter()
+        p = s.run_program(f"```python\n{code}\n```")
+        assert time.perf_counter() - start < 3
+        assert p.compiled
+        assert p.train_outputs == [[[1, 2], [3, 4]], None] and p.test_outputs == [None]
+        assert p.train_errors[0] is None
+        assert p.train_errors[1].startswith("timeout: TimeLimitExceeded: execution exceeded the time limit of 1 s")
+        assert p.test_errors[0] == ("error: InvalidOutput: transform returned an invalid grid: cell (0,0) is 1.5, "
+                                    "not an integer colour")
+        assert p.num_timeouts == 1 and p.any_timeout
+
+
+def test_program_mode_survives_a_hard_kill_and_reloads_the_program(pool):
+    code = textwrap.dedent("""
+        import time
+        def transform(grid):
+            if grid.shape == (2, 2) and grid[0, 0] == 1:
+                sum(range(10 ** 12))  # C loop: the soft timer cannot interrupt it
+            return grid.tolist()
+    """)
+    with pool.new_session(mirror_task()) as s:
+        p = s.run_program(f"```python\n{code}\n```")
+        assert p.train_outputs == [None, [[5, 0, 6]]] and p.test_outputs == [[[7, 8], [9, 0]]]
+        assert p.train_errors[0].startswith("timeout: execution exceeded the time limit of 1 s and the interpreter "
+                                            "had to be killed")
+        assert p.num_timeouts == 1 and s.restarts == 1
+
+
+def test_program_mode_without_transform(session):
+    p = session.run_program("```python\ndef solve(g):\n    return g\n```")
+    assert not p.compiled and p.code_found and p.code_parsed
+    assert p.error == "the program does not define a callable `transform`"
+    assert p.test_outputs == [None] and p.train_errors == [p.error, p.error]
+    p = session.run_program("no code")
+    assert not p.compiled and not p.code_found and p.error == "no Python code found"
+    p = session.run_program("```python\ndef transform(g:\n```")
+    assert not p.compiled and p.code_found and not p.code_parsed and "does not parse" in p.error
+
+
+def test_async_api(pool):
+    async def main():
+        s1, s2 = pool.new_session(mirror_task()), pool.new_session(mirror_task())
+        try:
+            r1, r2 = await asyncio.gather(s1.arun("import time\ntime.sleep(0.3)\nprint(1)"),
+                                          s2.arun("import time\ntime.sleep(0.3)\nprint(2)"))
+            t = await s1.arun_turn("```python\nSUBMIT(test_inputs[0][:, ::-1])\n```")
+            p = await s2.arun_program("```python\ndef transform(g):\n    return g\n```")
+            return r1, r2, t, p
+        finally:
+            s1.close()
+            s2.close()
+
+    start = time.perf_counter()
+    r1, r2, t, p = asyncio.run(main())
+    assert isinstance(r1, ExecResult) and (r1.stdout, r2.stdout) == ("1\n", "2\n")
+    assert t.submitted == [[[8, 7], [0, 9]]] and p.test_outputs == [[[7, 8], [9, 0]]]
+    assert time.perf_counter() - start < 1.5  # the two sleeps overlapped
+
+
+def test_map_turns_runs_concurrently_in_order(pool):
+    sessions = [pool.new_session(mirror_task()) for _ in range(4)]
+    try:
+        start = time.perf_counter()
+        results = pool.map_turns([(s, f"```python\nimport time\ntime.sleep(0.25)\nprint({i})\n```")
+                                  for i, s in enumerate(sessions)])
+        elapsed = time.perf_counter() - start
+        assert [r.observation for r in results] == ["0", "1", "2", "3"]
+        assert elapsed < 0.9  # 2 workers: two rounds of 0.25 s, not four
+        with pytest.raises(ValueError, match="same session"):
+            pool.map_turns([(sessions[0], "x"), (sessions[0], "y")])
+    finally:
+        for s in sessions:
+            s.close()
+
+
+def test_replay_attempt_modes(pool):
+    task = mirror_task()
+    out = replay_attempt(pool, task, "```python\nSUBMIT([[8, 7], [0, 9]])\n```")
+    assert out.submitted and out.test_predictions == [[[8, 7], [0, 9]]] and out.extra["source"] == "submit"
+    out = replay_attempt(pool, task, "```python\ndef transform(g):\n    return g[:, ::-1]\n```")
+    assert not out.submitted and out.test_predictions == [[[8, 7], [0, 9]]]
+    assert out.train_predictions == [[[2, 1], [4, 3]], [[6, 0, 5]]] and out.extra["source"] == "transform"
+    out = replay_attempt(pool, task, "def transform(g):\n    return g", mode="auto")  # no fences: a bare program
+    assert out.test_predictions == [[[7, 8], [9, 0]]]
+    out = replay_attempt(pool, task, "```python\ndef transform(g):\n    return g\n```", mode="repl")
+    assert out.test_predictions is None and out.extra["status"] == "ok"
+    out = replay_attempt(pool, task, "```python\n1/0\n```")
+    assert out.error_kind == "exception" and out.num_errors == 1 and out.code_parsed
+    out = replay_attempt(pool, task, "nothing")
+    assert out.extra["status"] == "no_code" and not out.code_found and out.error_kind is None
+    with pytest.raises(ValueError, match="mode must be one of"):
+        replay_attempt(pool, task, "", mode="bogus")
+
+
+def test_close_kills_the_process_and_removes_the_work_dir(pool):
+    s = pool.new_session(mirror_task())
+    pid, work_dir = s._child.pid, s._child.work_dir
+    assert os.path.isdir(work_dir)
+    s.close()
+    s.close()  # idempotent
+    assert not os.path.exists(work_dir)
+    with pytest.raises(RuntimeError, match="closed"):
+        s.run("1")
+    assert _gone(pid)
+
+
+def test_pool_created_in_a_thread_that_exits_keeps_working():
+    import threading
+
+    made = {}
+    thread = threading.Thread(target=lambda: made.update(pool=SandboxPool(1, FAST)))
+    thread.start()
+    thread.join()  # the thread that started the zygote is gone (PR_SET_PDEATHSIG would fire on thread exit)
+    time.sleep(0.2)
+    with made["pool"] as p, p.new_session(mirror_task()) as s:
+        assert s.run("print('alive')").stdout == "alive\n"
+
+
+def test_forgotten_session_is_killed_when_garbage_collected(pool):
+    import gc
+
+    s = pool.new_session(mirror_task())
+    pid = s._child.pid
+    del s
+    gc.collect()
+    assert _gone(pid)
+
+
+def test_missing_work_root_is_a_clear_error(tmp_path):
+    from arc_trl.sandbox import SandboxError
+
+    with SandboxPool(1, SandboxConfig(work_root=str(tmp_path / "missing"))) as p, \
+            pytest.raises(SandboxError, match="could not start a session: FileNotFoundError"):
+        p.new_session(mirror_task())
+
+
+def test_config_validation():
+    with pytest.raises(ValueError, match="timeout_s must be a positive number"):
+        SandboxConfig(timeout_s=0)
+    with pytest.raises(ValueError, match="memory_mb must be at least 256"):
+        SandboxConfig(memory_mb=100)
+    with pytest.raises(ValueError, match="num_workers must be a positive integer"):
+        SandboxPool(num_workers=0)
+
+
+def test_pool_close_stops_zygote_and_sessions():
+    p = SandboxPool(num_workers=1, config=FAST)
+    s = p.new_session(mirror_task())
+    zygote, child = p.zygote_pid, s._child.pid
+    p.close()
+    assert _gone(zygote) and _gone(child)
+    with pytest.raises(RuntimeError, match="closed"):
+        p.new_session(mirror_task())
+
+
+def test_no_leak_when_the_trainer_is_killed(tmp_path):
+    script = textwrap.dedent("""
+        import os, sys, time
+        from arc_trl.data.task import ArcTask, Pair
+        from arc_trl.sandbox import SandboxPool, SandboxConfig
+        pool = SandboxPool(1, SandboxConfig(timeout_s=1.0))
+        s = pool.new_session(ArcTask("t", [Pair([[1]], [[1]])], [[[1]]]))
+        print(pool.zygote_pid, s._child.pid, flush=True)
+        time.sleep(60)
+    """)
+    proc = subprocess.Popen([sys.executable, "-c", script], stdout=subprocess.PIPE, text=True,
+                            cwd=os.path.dirname(os.path.dirname(__file__)))
+    zygote, child = map(int, proc.stdout.readline().split())
+    assert _alive(zygote) and _alive(child)
+    proc.send_signal(signal.SIGKILL)  # no atexit, no finally: the zygote must notice on its own
+    proc.wait()
+    assert _gone(zygote, wait_s=5) and _gone(child, wait_s=5)
+
+
+def _alive(pid: int) -> bool:
+    """True when `pid` exists and is not a zombie."""
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            return f.read().split(")")[-1].split()[0] != "Z"
+    except FileNotFoundError:
+        return False
+
+
+def _gone(pid: int, wait_s: float = 3.0) -> bool:
+    """True once `pid` no longer exists (or is a zombie), waiting up to `wait_s`."""
+    deadline = time.monotonic() + wait_s
+    while _alive(pid):
+        if time.monotonic() > deadline:
+            return False
+        time.sleep(0.02)
+    return True
