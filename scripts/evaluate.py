@@ -19,6 +19,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))  # run from a ch
 # name -> (module, help)
 SUBCOMMANDS: dict[str, tuple[str, str]] = {
     "score": ("arc_trl.eval.score", "replay completions in the sandbox and write metrics.json + per_attempt.jsonl"),
+    "compare": ("arc_trl.eval.compare", "compare evaluation folders side by side (markdown table, pass@k)"),
+    "submit": ("arc_trl.eval.submission", "vote per-attempt predictions into a Kaggle submission"),
 }
 
 

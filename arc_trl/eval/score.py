@@ -370,10 +370,15 @@ def run_score(args: argparse.Namespace) -> int:
         print(f"error: cannot write to {args.output_dir}: {e}", file=sys.stderr)
         return 2
     print(format_summary(metrics))
+    from arc_trl.eval.passk import write_pass_at_k
+    from arc_trl.eval.tables import write_metrics_table
+
+    write_pass_at_k(output_dir)
+    write_metrics_table(output_dir, echo=False)
     if metrics["n_missing_tasks"]:
         print(f"note: {metrics['n_missing_tasks']} task(s) of the dataset have no attempt and are not scored",
               file=sys.stderr)
-    print(f"wrote {output_dir / METRICS_FILE} and {output_dir / PER_ATTEMPT_FILE}")
+    print(f"wrote {output_dir / METRICS_FILE}, {output_dir / PER_ATTEMPT_FILE}, metrics.md and pass_at_k.json")
     return 0
 
 
