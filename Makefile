@@ -11,6 +11,7 @@ setup:
 	@bash scripts/setup_env.sh
 
 demo: setup
+	$(PY) scripts/build_tiny_model.py --out outputs/tiny-model
 	$(PY) scripts/train.py --config configs/tiny-cpu.yaml
 
 test: setup

@@ -22,3 +22,100 @@ CHATML_TEMPLATE = (
     "{%- endfor %}"
     "{%- if add_generation_prompt %}{{- '<|im_start|>assistant\\n' }}{%- endif %}"
 )
+
+
+def resolve_chat_template(tokenizer, setting: str = "auto") -> str:
+    """Install the chat template a run uses on `tokenizer` and return a short description of the choice.
+
+    auto: keep the model's template when it is prefix-stable for REPL turns; otherwise use TRL's training variant of
+    it (prefix-preserving; known models only) and fail clearly when there is none. chatml: the plain ChatML template
+    above. Anything else is a path to a Jinja file.
+    """
+    from pathlib import Path
+
+    if setting == "chatml":
+        tokenizer.chat_template = CHATML_TEMPLATE
+        return "chatml"
+    if setting != "auto":
+        path = Path(setting)
+        if not path.is_file():
+            raise FileNotFoundError(f"chat_template: {setting!r} is neither 'auto', 'chatml' nor a template file")
+        tokenizer.chat_template = path.read_text()
+        if not is_prefix_stable(tokenizer):
+            raise ValueError(f"chat_template {setting}: the template is not prefix-stable for REPL turns")
+        return str(path)
+    if tokenizer.chat_template is None:
+        tokenizer.chat_template = CHATML_TEMPLATE
+        return "chatml (the model has no chat template)"
+    if is_prefix_stable(tokenizer):
+        return "model"
+    from trl.chat_template_utils import get_training_chat_template
+
+    patched = get_training_chat_template(tokenizer)
+    if patched is None:
+        raise ValueError(
+            "The model's chat template is not prefix-stable for multi-turn REPL episodes and TRL has no training "
+            "variant for it. Set chat_template: chatml, or pass a prefix-stable .jinja file (see docs/chat_template.md)."
+        )
+    tokenizer.chat_template = patched
+    if not is_prefix_stable(tokenizer):
+        raise ValueError("TRL's training chat template is still not prefix-stable for REPL turns; set chat_template")
+    return "trl-training-variant"
+
+
+def _render(tokenizer, messages: list[dict], add_generation_prompt: bool, **kwargs) -> str:
+    return tokenizer.apply_chat_template(
+        messages, tokenize=False, add_generation_prompt=add_generation_prompt, **kwargs
+    )
+
+
+def _cut_after_last(text: str, marker: str) -> str:
+    index = text.rfind(marker)
+    if index < 0:
+        raise ValueError(f"rendered assistant turn does not contain the end-of-turn token {marker!r}")
+    return text[: index + len(marker)]
+
+
+def is_prefix_stable(tokenizer, **template_kwargs) -> bool:
+    """True when appending a user message after an assistant turn never re-renders the earlier messages.
+
+    Precisely: render [system, user, assistant] and cut it after the assistant's end-of-turn token (the last token
+    the model generates); that text must be a prefix of [system, user, assistant, user] rendered with the generation
+    prompt, and the generation prompt of the first user turn must be a prefix of the assistant turn's rendering.
+    """
+    eos = tokenizer.eos_token
+    base = [{"role": "system", "content": "S"}, {"role": "user", "content": "U1"}]
+    turn = base + [{"role": "assistant", "content": "A1"}]
+    try:
+        prompt = _render(tokenizer, base, True, **template_kwargs)
+        first = _cut_after_last(_render(tokenizer, turn, False, **template_kwargs), eos)
+        second = _render(tokenizer, turn + [{"role": "user", "content": "U2"}], True, **template_kwargs)
+    except Exception:
+        return False
+    return first.startswith(prompt) and second.startswith(first)
+
+
+def env_turn_text(tokenizer, content: str, **template_kwargs) -> str:
+    """The text that follows the model's end-of-turn token when the environment replies with `content`.
+
+    For ChatML this is "\\n<|im_start|>user\\n{content}<|im_end|>\\n<|im_start|>assistant\\n": the closing newline of
+    the assistant turn, the user message and the next generation prompt. Derived from the chat template itself.
+    """
+    eos = tokenizer.eos_token
+    turn = [{"role": "user", "content": "U1"}, {"role": "assistant", "content": "A1"}]
+    prefix = _cut_after_last(_render(tokenizer, turn, False, **template_kwargs), eos)
+    full = _render(tokenizer, turn + [{"role": "user", "content": content}], True, **template_kwargs)
+    if not full.startswith(prefix):
+        raise ValueError("chat template is not prefix-stable; see resolve_chat_template")
+    return full[len(prefix) :]
+
+
+def env_turn_ids(tokenizer, content: str, **template_kwargs) -> list[int]:
+    """Token ids of `env_turn_text`. It starts right after a special token, so tokenizing it alone is exact."""
+    return tokenizer(env_turn_text(tokenizer, content, **template_kwargs), add_special_tokens=False)["input_ids"]
+
+
+def prompt_ids(tokenizer, messages: list[dict], **template_kwargs) -> list[int]:
+    """Token ids of a prompt (chat template with the generation prompt)."""
+    text = _render(tokenizer, messages, True, **template_kwargs)
+    return tokenizer(text, add_special_tokens=False)["input_ids"]

@@ -57,3 +57,24 @@ def toy_task_two_tests() -> ArcTask:
 def toy_task_hidden(toy_task) -> ArcTask:
     """`toy_task` without its test outputs (like a Kaggle hidden test task)."""
     return toy_task.without_solutions()
+
+
+@pytest.fixture(scope="session")
+def memorized_task():
+    """The synthetic task whose reference REPL episode `memorized_model_dir` has memorised."""
+    from arc_trl.synthetic import generate_task
+
+    return generate_task("flip", 0, "tiny")
+
+
+@pytest.fixture(scope="session")
+def memorized_model_dir(tiny_model_dir, memorized_task, tmp_path_factory):
+    """The tiny model overfit (~10 s) on one reference REPL episode: it ends turns, writes code and SUBMITs."""
+    from arc_trl.sandbox import SandboxPool
+    from model_helpers import memorize_episode, reference_episode
+
+    with SandboxPool(num_workers=1) as pool:
+        conversation = reference_episode(memorized_task, pool)
+    out, loss = memorize_episode(tiny_model_dir, tmp_path_factory.mktemp("memorized"), conversation)
+    assert loss < 0.05, f"memorisation did not converge (loss {loss})"
+    return out

@@ -1,0 +1,81 @@
+"""On-policy distillation (OPD): the per-token teacher term, as pure tensor functions.
+
+Default ("advantage") formulation, as in the seeds' prime-rl fork::
+
+    A_t = adv_tau * A_grpo + teacher_tau * clip(logp_teacher_t - logp_student_t)      (teacher part detached)
+
+fed through GRPO's clipped surrogate unchanged, on model tokens only (environment tokens and padding get 0).
+`teacher_tau = 0, adv_tau = 1` gives back the vanilla GRPO advantage exactly. The alternative ("reverse_kl") keeps
+the GRPO advantage and adds a direct per-token KL(student || teacher) penalty through TRL's own `beta` KL term
+(k3 estimator), with the teacher in place of the reference model. docs/opd.md puts both side by side.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import torch
+
+
+@dataclass
+class TeacherStats:
+    teacher_kl: float  # mean over model tokens of logp_student - logp_teacher (k1 estimate of KL(student||teacher))
+    teacher_logp: float  # mean teacher log-prob over model tokens with a teacher value
+    student_logp: float  # mean student log-prob over the same tokens
+    missing_frac: float  # share of model tokens where the teacher gave no value (NaN / -inf)
+    clipped_frac: float  # share of model tokens whose difference was clipped
+    num_tokens: float  # model tokens counted (for cross-process averaging)
+
+
+def teacher_log_ratio(
+    teacher_logps: torch.Tensor, student_logps: torch.Tensor, mask: torch.Tensor, clip: float | None
+) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """(logp_T - logp_S) on model tokens, 0 elsewhere and where the teacher value is missing; plus masks.
+
+    Returns (diff, missing, clipped) where `missing`/`clipped` are boolean (B, T) masks restricted to model tokens.
+    """
+    mask = mask.bool()
+    finite = torch.isfinite(teacher_logps) & torch.isfinite(student_logps)
+    missing = mask & ~finite
+    raw = torch.where(finite, teacher_logps - student_logps, torch.zeros_like(teacher_logps))
+    if clip is not None:
+        clipped = mask & finite & (raw.abs() > clip)
+        raw = raw.clamp(-clip, clip)
+    else:
+        clipped = torch.zeros_like(mask)
+    diff = torch.where(mask & finite, raw, torch.zeros_like(raw))
+    return diff.detach(), missing, clipped
+
+
+def opd_advantages(
+    advantages: torch.Tensor,
+    teacher_logps: torch.Tensor,
+    student_logps: torch.Tensor,
+    mask: torch.Tensor,
+    adv_tau: float,
+    teacher_tau: float,
+    clip: float | None = None,
+) -> torch.Tensor:
+    """Per-token advantages (B, T) = adv_tau * A (B,) broadcast + teacher_tau * clipped teacher log-ratio."""
+    diff, _, _ = teacher_log_ratio(teacher_logps, student_logps, mask, clip)
+    return adv_tau * advantages.unsqueeze(1) + teacher_tau * diff
+
+
+def teacher_stats(
+    teacher_logps: torch.Tensor, student_logps: torch.Tensor, mask: torch.Tensor, clip: float | None
+) -> TeacherStats:
+    """Local (this process) statistics of the teacher term over model tokens."""
+    diff, missing, clipped = teacher_log_ratio(teacher_logps, student_logps, mask, None)
+    mask = mask.bool()
+    valid = mask & ~missing
+    n_model = mask.sum().clamp(min=1).float()
+    n_valid = valid.sum().clamp(min=1).float()
+    _, _, clipped = teacher_log_ratio(teacher_logps, student_logps, mask, clip)
+    return TeacherStats(
+        teacher_kl=float((-diff * valid).sum() / n_valid),
+        teacher_logp=float(torch.where(valid, teacher_logps, 0.0).sum() / n_valid),
+        student_logp=float(torch.where(valid, student_logps, 0.0).sum() / n_valid),
+        missing_frac=float(missing.sum() / n_model),
+        clipped_frac=float(clipped.sum() / n_model),
+        num_tokens=float(mask.sum()),
+    )

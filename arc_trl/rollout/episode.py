@@ -1,0 +1,67 @@
+"""Token-level record of one REPL episode: prompt, then model and environment tokens, never re-tokenized."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from arc_trl.data.task import ArcTask
+from arc_trl.rewards.outcome import AttemptOutcome
+
+
+@dataclass
+class Episode:
+    """One rollout. `completion_ids` interleaves model turns (env_mask 1) and environment replies (env_mask 0).
+
+    `logprobs` holds the sampler's log-probability for model tokens and 0.0 for environment tokens (which never enter
+    the loss). `turn_spans` records the [start, end) of each model turn inside `completion_ids`.
+    """
+
+    task: ArcTask
+    prompt_ids: list[int]
+    completion_ids: list[int] = field(default_factory=list)
+    env_mask: list[int] = field(default_factory=list)
+    logprobs: list[float] | None = field(default_factory=list)
+    turn_spans: list[tuple[int, int]] = field(default_factory=list)
+    assistant_texts: list[str] = field(default_factory=list)
+    observations: list[str] = field(default_factory=list)
+    outcome: AttemptOutcome = field(default_factory=AttemptOutcome)
+    session: Any = None
+    done: bool = False
+    finish_reason: str = ""
+
+    @property
+    def num_model_tokens(self) -> int:
+        return sum(self.env_mask)
+
+    def add_model_turn(self, token_ids: list[int], logprobs: list[float] | None, text: str) -> None:
+        start = len(self.completion_ids)
+        self.completion_ids.extend(token_ids)
+        self.env_mask.extend([1] * len(token_ids))
+        if logprobs is None or self.logprobs is None:
+            self.logprobs = None  # one backend without logprobs makes the whole episode logprob-less
+        else:
+            self.logprobs.extend(float(lp) for lp in logprobs)
+        self.turn_spans.append((start, len(self.completion_ids)))
+        self.assistant_texts.append(text)
+        self.outcome.num_turns += 1
+
+    def add_env_turn(self, token_ids: list[int], observation: str) -> None:
+        self.completion_ids.extend(token_ids)
+        self.env_mask.extend([0] * len(token_ids))
+        if self.logprobs is not None:
+            self.logprobs.extend([0.0] * len(token_ids))
+        self.observations.append(observation)
+
+    def finish(self, reason: str) -> None:
+        self.done = True
+        self.finish_reason = reason
+
+    def messages(self) -> list[dict[str, str]]:
+        """The conversation after the prompt, as chat messages (assistant turns and environment replies)."""
+        out: list[dict[str, str]] = []
+        for i, text in enumerate(self.assistant_texts):
+            out.append({"role": "assistant", "content": text})
+            if i < len(self.observations):
+                out.append({"role": "user", "content": self.observations[i]})
+        return out

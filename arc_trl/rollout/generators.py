@@ -1,0 +1,141 @@
+"""Token-in, token-out generation backends used by the episode loop.
+
+A generator takes a batch of token-id sequences and a per-call token cap and returns, for each sequence, the new
+token ids and (when the backend has them) the sampler's log-probabilities. Inside training everything goes through
+TRL's own plumbing (`GRPOTrainer._generate_single_turn`: colocated vLLM, `trl vllm-serve`, or transformers
+`generate`, with weight sync, DeepSpeed gathering and EOS handling); standalone evaluation uses vLLM or
+transformers directly.
+"""
+
+from __future__ import annotations
+
+from contextlib import contextmanager
+from typing import Protocol
+
+import torch
+
+
+class Generator(Protocol):
+    eos_token_ids: list[int]
+
+    def generate(self, sequences: list[list[int]], max_tokens: int) -> tuple[list[list[int]], list[list[float]] | None]:
+        """New tokens (and sampler logprobs, or None) for each sequence, at most `max_tokens` each."""
+
+    def global_any(self, flag: bool) -> bool:
+        """True if `flag` is True on any process (generation calls are collective in distributed training)."""
+
+
+class TrainerGenerator:
+    """Generation through the trainer's configured backend (TRL `_generate_single_turn`, the smallest hook)."""
+
+    def __init__(self, trainer) -> None:
+        self.trainer = trainer
+        self.eos_token_ids = list(trainer.eos_token_ids)
+
+    @contextmanager
+    def _token_cap(self, max_tokens: int):
+        trainer = self.trainer
+        saved = []
+        if trainer.use_vllm:
+            vllm_gen = trainer.vllm_generation
+            saved.append((vllm_gen, "max_completion_length", vllm_gen.max_completion_length))
+            vllm_gen.max_completion_length = max_tokens
+        else:
+            saved.append((trainer.generation_config, "max_new_tokens", trainer.generation_config.max_new_tokens))
+            trainer.generation_config.max_new_tokens = max_tokens
+            saved.append((trainer.generation_kwargs, "max_new_tokens", trainer.generation_kwargs.get("max_new_tokens")))
+            trainer.generation_kwargs["max_new_tokens"] = max_tokens
+        try:
+            yield
+        finally:
+            for obj, key, value in saved:
+                if isinstance(obj, dict):
+                    obj[key] = value
+                else:
+                    setattr(obj, key, value)
+
+    def generate(self, sequences, max_tokens):
+        with self._token_cap(max_tokens):
+            completion_ids, logprobs = self.trainer._generate_single_turn(sequences, None, {}, num_generations=1)
+        completion_ids = [list(ids) for ids in completion_ids]
+        if logprobs is not None:
+            logprobs = [[0.0 if lp is None else float(lp) for lp in seq] for seq in logprobs]
+        return completion_ids, logprobs
+
+    def global_any(self, flag: bool) -> bool:
+        accelerator = self.trainer.accelerator
+        if accelerator.num_processes == 1:
+            return flag
+        local = torch.tensor([1.0 if flag else 0.0], device=accelerator.device)
+        return bool(accelerator.gather(local).sum().item() > 0)
+
+
+class VLLMGenerator:
+    """Standalone vLLM engine (evaluation). `llm` is a `vllm.LLM`; sampling options as in `SamplingParams`."""
+
+    def __init__(self, llm, eos_token_ids: list[int], **sampling) -> None:
+        self.llm = llm
+        self.eos_token_ids = list(eos_token_ids)
+        self.sampling = sampling
+
+    def generate(self, sequences, max_tokens):
+        from vllm import SamplingParams
+
+        params = SamplingParams(max_tokens=max_tokens, logprobs=0, **self.sampling)
+        outputs = self.llm.generate([{"prompt_token_ids": s} for s in sequences], params, use_tqdm=False)
+        ids, lps = [], []
+        for out in outputs:
+            sample = out.outputs[0]
+            ids.append(list(sample.token_ids))
+            lps.append([next(iter(d.values())).logprob if d else 0.0 for d in (sample.logprobs or [])])
+        return ids, lps
+
+    def global_any(self, flag: bool) -> bool:
+        return flag
+
+
+class TransformersGenerator:
+    """Plain `model.generate` with left padding (evaluation without vLLM). Returns processed-score logprobs."""
+
+    def __init__(self, model, tokenizer, eos_token_ids: list[int], batch_size: int = 8, **sampling) -> None:
+        self.model = model
+        self.tokenizer = tokenizer
+        self.eos_token_ids = list(eos_token_ids)
+        self.batch_size = batch_size
+        self.sampling = {"do_sample": True, **sampling}
+
+    @torch.no_grad()
+    def generate(self, sequences, max_tokens):
+        ids_out, lps_out = [], []
+        pad_id = self.tokenizer.pad_token_id
+        device = next(self.model.parameters()).device
+        for start in range(0, len(sequences), self.batch_size):
+            chunk = sequences[start : start + self.batch_size]
+            width = max(len(s) for s in chunk)
+            input_ids = torch.tensor([[pad_id] * (width - len(s)) + s for s in chunk], device=device)
+            attention = torch.tensor([[0] * (width - len(s)) + [1] * len(s) for s in chunk], device=device)
+            out = self.model.generate(
+                input_ids=input_ids,
+                attention_mask=attention,
+                max_new_tokens=max_tokens,
+                eos_token_id=self.eos_token_ids,
+                pad_token_id=pad_id,
+                output_scores=True,
+                return_dict_in_generate=True,
+                **self.sampling,
+            )
+            new = out.sequences[:, width:]
+            scores = torch.stack(out.scores, dim=1).float().log_softmax(-1)  # processed scores, like vLLM's
+            token_lps = scores.gather(-1, new.unsqueeze(-1)).squeeze(-1)
+            for row, lp_row in zip(new.tolist(), token_lps.tolist()):
+                cut = len(row)
+                for i, tok in enumerate(row):
+                    if tok in self.eos_token_ids:
+                        cut = i + 1
+                        break
+                ids_out.append(row[:cut])
+                lps_out.append(lp_row[:cut])
+        return ids_out, lps_out
+
+    def global_any(self, flag: bool) -> bool:
+        return flag

@@ -1,0 +1,99 @@
+"""Teachers that run in the trainer process: a separately loaded model, or the frozen base of a LoRA student."""
+
+from __future__ import annotations
+
+from concurrent.futures import Future
+
+import torch
+
+
+def _completion_logps(forward, sequences, prompt_lengths, batch_size, pad_id, device) -> list[list[float]]:
+    """Right-pad each chunk (positions start at 0, as in generation), run `forward(ids, mask) -> (B, W-1)` next-token
+    log-probs, and slice each row's completion region."""
+    out: list[list[float]] = []
+    for start in range(0, len(sequences), batch_size):
+        seqs = sequences[start : start + batch_size]
+        lens = prompt_lengths[start : start + batch_size]
+        width = max(len(s) for s in seqs)
+        ids = torch.full((len(seqs), width), pad_id, dtype=torch.long)
+        att = torch.zeros((len(seqs), width), dtype=torch.long)
+        for i, s in enumerate(seqs):
+            ids[i, : len(s)] = torch.tensor(s)
+            att[i, : len(s)] = 1
+        logps = forward(ids.to(device), att.to(device)).float().cpu()  # logps[:, t] = log p(token t+1 | <= t)
+        for i, (s, p) in enumerate(zip(seqs, lens)):
+            out.append(logps[i, p - 1 : len(s) - 1].tolist() if len(s) > p else [])
+    return out
+
+
+def _done(value) -> Future:
+    future: Future = Future()
+    future.set_result(value)
+    return future
+
+
+class LocalTeacher:
+    """A frozen causal LM loaded next to the trainer (small teachers, tests). Uses TRL's fused log-prob LM head."""
+
+    def __init__(self, model, pad_token_id: int, temperature: float = 1.0, batch_size: int = 8) -> None:
+        from trl.trainer.utils import add_fused_lm_head
+
+        self.model = model.eval()
+        for p in self.model.parameters():
+            p.requires_grad_(False)
+        add_fused_lm_head(self.model, temperature=temperature)
+        self.pad_token_id = pad_token_id
+        self.batch_size = batch_size
+
+    @classmethod
+    def from_pretrained(cls, path: str, pad_token_id: int, device, dtype=None, **kwargs) -> "LocalTeacher":
+        from transformers import AutoModelForCausalLM
+
+        model = AutoModelForCausalLM.from_pretrained(path, dtype=dtype or "auto").to(device)
+        return cls(model, pad_token_id, **kwargs)
+
+    @torch.no_grad()
+    def _forward(self, ids, att):
+        labels = ids.masked_fill(att == 0, -100)
+        return self.model(input_ids=ids, attention_mask=att, labels=labels, fused_lm_head=True).log_probs
+
+    def score(self, sequences, prompt_lengths):
+        device = next(self.model.parameters()).device
+        return _completion_logps(self._forward, sequences, prompt_lengths, self.batch_size, self.pad_token_id, device)
+
+    def submit(self, sequences, prompt_lengths) -> Future:
+        return _done(self.score(sequences, prompt_lengths))
+
+
+class BaseModelTeacher:
+    """With LoRA training: the frozen base model (adapter disabled) as teacher, at no extra memory.
+
+    This is the seeds' Phase-0 "same checkpoint" teacher. It goes through the trainer's own
+    `_get_per_token_logps_and_entropies`, so DeepSpeed/FSDP wrapping and the fused LM head are handled by TRL.
+    """
+
+    def __init__(self, trainer, batch_size: int = 8) -> None:
+        from accelerate.utils import is_peft_model
+
+        if not is_peft_model(trainer.accelerator.unwrap_model(trainer.model)):
+            raise ValueError("teacher_backend=base needs a LoRA (PEFT) student: set use_peft: true")
+        self.trainer = trainer
+        self.batch_size = batch_size
+
+    @torch.no_grad()
+    def _forward(self, ids, att):
+        from trl.trainer.utils import use_adapter
+
+        trainer = self.trainer
+        model = trainer.accelerator.unwrap_model(trainer.model)
+        with use_adapter(model, adapter_name=None):
+            logps, _, _ = trainer._get_per_token_logps_and_entropies(trainer.model, ids, att, ids.size(1) - 1)
+        return logps
+
+    def score(self, sequences, prompt_lengths):
+        device = self.trainer.accelerator.device
+        pad = self.trainer.processing_class.pad_token_id
+        return _completion_logps(self._forward, sequences, prompt_lengths, self.batch_size, pad, device)
+
+    def submit(self, sequences, prompt_lengths) -> Future:
+        return _done(self.score(sequences, prompt_lengths))

@@ -1,0 +1,184 @@
+"""The body of `scripts/train.py`: parse the config, build data/model/trainer, train, save, summarise."""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import os
+import sys
+import time
+from pathlib import Path
+
+from trl import GRPOConfig, ModelConfig, TrlParser
+
+from arc_trl.config import ArcConfig
+
+
+def parse_config(argv: list[str] | None = None) -> tuple[ArcConfig, GRPOConfig, ModelConfig]:
+    """Parse `--config FILE.yaml` plus CLI overrides into our three dataclasses, with file-named errors."""
+    argv = list(sys.argv[1:] if argv is None else argv)
+    config_path = argv[argv.index("--config") + 1] if "--config" in argv else None
+    if config_path is not None and not Path(config_path).is_file():
+        raise SystemExit(f"error: config file {config_path} does not exist")
+    parser = TrlParser((ArcConfig, GRPOConfig, ModelConfig))
+    try:
+        arc, args, model_args = parser.parse_args_and_config(argv)
+    except ValueError as exc:
+        where = f" in {config_path}" if config_path else ""
+        raise SystemExit(f"error{where}: {exc}") from exc
+    if model_args.model_name_or_path is None:
+        raise SystemExit(f"error: model_name_or_path is not set ({config_path or 'command line'})")
+    return arc, args, model_args
+
+
+def resolved_config(arc: ArcConfig, args: GRPOConfig, model_args: ModelConfig) -> dict:
+    """All resolved values, grouped, JSON-serialisable (printed by --check_config, saved next to checkpoints)."""
+
+    def plain(obj):
+        out = {}
+        for f in dataclasses.fields(obj):
+            value = getattr(obj, f.name)
+            try:
+                json.dumps(value)
+            except TypeError:
+                value = str(value)
+            out[f.name] = value
+        return out
+
+    return {"arc": plain(arc), "grpo": plain(args), "model": plain(model_args)}
+
+
+def load_tokenizer(model_args: ModelConfig, arc: ArcConfig, trust_remote_code: bool = False):
+    from transformers import AutoTokenizer
+
+    from arc_trl.chat_template import resolve_chat_template
+
+    tokenizer = AutoTokenizer.from_pretrained(
+        model_args.model_name_or_path,
+        revision=model_args.model_revision,
+        trust_remote_code=trust_remote_code,
+        padding_side="left",
+    )
+    if tokenizer.pad_token is None:
+        tokenizer.pad_token = tokenizer.eos_token
+    choice = resolve_chat_template(tokenizer, arc.chat_template)
+    return tokenizer, choice
+
+
+def build_datasets(arc: ArcConfig, tokenizer, seed: int):
+    from arc_trl.data import build_dataset, load_tasks, load_template
+
+    template = load_template(arc.prompt_template, arc.agent_mode) if arc.prompt_template else None
+
+    def make(spec: str, augment: bool):
+        try:
+            tasks = load_tasks(spec, ids=arc.task_ids)
+        except LookupError as exc:
+            raise SystemExit(f"error: task_ids: {exc}") from exc
+        dataset = build_dataset(
+            tasks,
+            arc.agent_mode,
+            template=template,
+            tokenizer=tokenizer,
+            max_prompt_tokens=arc.max_prompt_tokens,
+            augment=augment,
+            copies=arc.augment_copies if augment else 1,
+            seed=seed,
+            privileged=arc.teacher_privileged if arc.teacher_privileged != "none" else False,
+        )
+        if arc.max_tasks and len(dataset) > arc.max_tasks:  # after the length filter: keep max_tasks prompts
+            dataset = dataset.select(range(arc.max_tasks))
+        return dataset
+
+    train = make(arc.dataset, arc.augment)
+    evaluation = make(arc.eval_dataset, False) if arc.eval_dataset else None
+    if len(train) == 0:
+        raise SystemExit(f"error: no training task left from {arc.dataset} (check max_prompt_tokens / task_ids)")
+    return train, evaluation
+
+
+def model_init_kwargs(model_args: ModelConfig, trust_remote_code: bool = False) -> dict:
+    from accelerate import PartialState
+    from trl import get_quantization_config
+
+    kwargs = {
+        "revision": model_args.model_revision,
+        "attn_implementation": model_args.attn_implementation,
+        "dtype": model_args.dtype,
+        "trust_remote_code": trust_remote_code,
+    }
+    quantization = get_quantization_config(model_args)
+    if quantization is not None:
+        kwargs["device_map"] = {"": PartialState().local_process_index}
+        kwargs["quantization_config"] = quantization
+    return {k: v for k, v in kwargs.items() if v is not None}
+
+
+def summarise(trainer, started: float) -> dict:
+    """A short run summary from the trainer's log history (also written to output_dir/run_summary.json)."""
+    history = [h for h in trainer.state.log_history if "reward" in h]
+    summary = {
+        "global_step": trainer.state.global_step,
+        "seconds": round(time.time() - started, 1),
+        "output_dir": trainer.args.output_dir,
+        "first_reward": history[0]["reward"] if history else None,
+        "last_reward": history[-1]["reward"] if history else None,
+        "mean_reward": sum(h["reward"] for h in history) / len(history) if history else None,
+        "last_log": history[-1] if history else None,
+    }
+    return summary
+
+
+def main(argv: list[str] | None = None) -> dict | None:
+    arc, args, model_args = parse_config(argv)
+    if arc.check_config:
+        print(json.dumps(resolved_config(arc, args, model_args), indent=2, default=str))
+        return None
+
+    from trl import get_peft_config
+
+    from arc_trl.trainer import ArcGRPOTrainer
+
+    started = time.time()
+    tokenizer, template_choice = load_tokenizer(model_args, arc, args.trust_remote_code)
+    train_dataset, eval_dataset = build_datasets(arc, tokenizer, args.seed)
+    print(f"[arc-trl] {len(train_dataset)} training prompts from {arc.dataset}; chat template: {template_choice}")
+    args.model_init_kwargs = {**model_init_kwargs(model_args, args.trust_remote_code), **(args.model_init_kwargs or {})}
+    model = model_args.model_name_or_path
+    peft_config = get_peft_config(model_args)
+    if arc.use_unsloth:
+        from arc_trl.unsloth_support import load_unsloth_model
+
+        model, tokenizer, peft_config = load_unsloth_model(model_args, args, tokenizer)
+
+    trainer = ArcGRPOTrainer(
+        model=model,
+        args=args,
+        arc_config=arc,
+        train_dataset=train_dataset,
+        eval_dataset=eval_dataset,
+        processing_class=tokenizer,
+        peft_config=peft_config,
+    )
+    os.makedirs(args.output_dir, exist_ok=True)
+    with open(os.path.join(args.output_dir, "arc_trl_config.json"), "w") as f:
+        json.dump(resolved_config(arc, args, model_args), f, indent=2, default=str)
+    resume = args.resume_from_checkpoint
+    if resume == "auto":
+        from transformers.trainer_utils import get_last_checkpoint
+
+        resume = get_last_checkpoint(args.output_dir)
+    try:
+        trainer.train(resume_from_checkpoint=resume)
+        trainer.save_model(args.output_dir)
+    finally:
+        trainer.close()
+    summary = summarise(trainer, started)
+    if trainer.accelerator.is_main_process:
+        with open(os.path.join(args.output_dir, "run_summary.json"), "w") as f:
+            json.dump(summary, f, indent=2, default=str)
+        print(
+            f"[arc-trl] done: {summary['global_step']} steps in {summary['seconds']} s; reward "
+            f"{summary['first_reward']} -> {summary['last_reward']}; model saved to {args.output_dir}"
+        )
+    return summary

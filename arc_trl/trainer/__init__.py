@@ -1,0 +1,5 @@
+"""The trainer: `ArcGRPOTrainer` (GRPO + ARC REPL rollout + on-policy distillation)."""
+
+from arc_trl.trainer.arc_grpo_trainer import ArcGRPOTrainer, EmptyLossMaskError
+
+__all__ = ["ArcGRPOTrainer", "EmptyLossMaskError"]

@@ -1,0 +1,300 @@
+"""`ArcGRPOTrainer`: TRL's `GRPOTrainer` with the ARC REPL rollout, ARC rewards and an on-policy-distillation term.
+
+It overrides as little as possible:
+- `__init__` wires the pieces (sandbox pool, `ArcRollout` as TRL's `rollout_func`, reward functions, teacher).
+- `_generate_and_score_completions` (TRL's hook between generation and the loss) hands the dataset rows to the
+  rollout, then adds the teacher term to the advantages, the loss-mask check, episode metrics and rollout dumps.
+- `_calculate_rewards` adds reward min/max to TRL's reward metrics.
+- `compute_loss` only toggles TRL's `beta` for the `reverse_kl` teacher loss (TRL's own KL term, teacher in place of
+  the reference model).
+Everything else (sampling, weight sync, clipping, logging, checkpointing) is TRL's.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from typing import Any
+
+import torch
+from trl import GRPOConfig, GRPOTrainer
+
+from arc_trl.config import ArcConfig
+from arc_trl.opd import opd_advantages, teacher_log_ratio, teacher_stats
+from arc_trl.rollout.arc_rollout import ArcRollout, RolloutSettings
+
+
+class EmptyLossMaskError(RuntimeError):
+    """A generation batch has no trainable token (the seeds' "empty loss mask" failure)."""
+
+
+class ArcGRPOTrainer(GRPOTrainer):
+    def __init__(
+        self,
+        model,
+        args: GRPOConfig,
+        arc_config: ArcConfig,
+        train_dataset=None,
+        eval_dataset=None,
+        processing_class=None,
+        peft_config=None,
+        callbacks=None,
+        reward_funcs=None,
+        sandbox_pool=None,
+        teacher=None,
+    ) -> None:
+        from arc_trl.rewards.trl_rewards import make_reward_funcs
+        from arc_trl.sandbox import SandboxConfig, SandboxPool
+
+        self.arc_config = arc = arc_config
+        if arc.teacher_loss == "reverse_kl" and arc.teacher_tau > 0 and args.beta != 0.0:
+            raise ValueError(
+                "teacher_loss=reverse_kl uses TRL's KL term with the teacher as reference; set beta: 0.0 "
+                "(the teacher's weight is teacher_tau)"
+            )
+        if args.use_vllm:
+            from arc_trl.vllm_cpu import make_cpu_weights_reloadable
+
+            make_cpu_weights_reloadable()  # no-op on GPU builds
+
+        if reward_funcs is None:
+            reward_funcs, weights = make_reward_funcs(arc.reward_mode, arc.agent_mode, arc.log_reward_components)
+            if args.reward_weights is None:
+                args.reward_weights = weights
+        self.sandbox_pool = sandbox_pool or SandboxPool(
+            num_workers=arc.sandbox_workers,
+            config=SandboxConfig(
+                timeout_s=arc.sandbox_timeout_s,
+                memory_mb=arc.sandbox_memory_mb,
+                max_output_chars=arc.sandbox_max_output_chars,
+            ),
+        )
+        self.rollout = ArcRollout(
+            self.sandbox_pool,
+            RolloutSettings(
+                agent_mode=arc.agent_mode,
+                max_turns=arc.max_turns,
+                max_tokens_per_turn=arc.max_tokens_per_turn,
+                max_completion_length=args.max_completion_length,
+            ),
+        )
+        self._rollout_inputs: list[dict[str, Any]] | None = None
+        self._teacher_kl_coef = 0.0
+        super().__init__(
+            model=model,
+            reward_funcs=reward_funcs,
+            args=args,
+            train_dataset=train_dataset,
+            eval_dataset=eval_dataset,
+            processing_class=processing_class,
+            callbacks=callbacks,
+            peft_config=peft_config,
+            rollout_func=self.rollout,
+        )
+        self.teacher = teacher if teacher is not None else self._build_teacher()
+        if self.teacher is not None and arc.teacher_loss == "reverse_kl":
+            self._teacher_kl_coef = arc.teacher_tau
+
+    # ------------------------------------------------------------------------------------------------ teacher setup
+    def _build_teacher(self):
+        from arc_trl.teacher import BaseModelTeacher, LocalTeacher, ServerTeacher
+
+        arc = self.arc_config
+        if arc.teacher_backend == "none":
+            return None
+        if arc.teacher_backend == "base":
+            return BaseModelTeacher(self, batch_size=arc.teacher_batch_size)
+        if arc.teacher_backend == "local":
+            return LocalTeacher.from_pretrained(
+                arc.teacher_model,
+                pad_token_id=self.processing_class.pad_token_id,
+                device=self.accelerator.device,
+                dtype=self.model.dtype,
+                temperature=self.temperature,
+                batch_size=arc.teacher_batch_size,
+            )
+        return ServerTeacher(
+            arc.teacher_server_url,
+            temperature=self.temperature,
+            timeout_s=arc.teacher_timeout_s,
+            max_retries=arc.teacher_max_retries,
+            batch_size=arc.teacher_batch_size,
+        )
+
+    # ------------------------------------------------------------------------------------------------ TRL hooks
+    def _generate_and_score_completions(self, inputs):
+        self._rollout_inputs = inputs
+        try:
+            output = super()._generate_and_score_completions(inputs)
+        finally:
+            self._rollout_inputs = None
+        mode = "train" if self.model.training else "eval"
+        episodes = self.rollout.last_episodes
+        self._log_episode_metrics(mode, episodes, output)
+        if self.arc_config.check_loss_mask:
+            self._check_loss_mask(output, episodes)
+        if self.teacher is not None:
+            self._apply_teacher(mode, inputs, episodes, output)
+        if self.arc_config.dump_rollouts and mode == "train":
+            self._dump_rollouts(episodes, output)
+        return output
+
+    def _calculate_rewards(self, inputs, prompts, completions, completion_ids_list):
+        rewards_per_func = super()._calculate_rewards(inputs, prompts, completions, completion_ids_list)
+        mode = "train" if self.model.training else "eval"
+        weights = self.reward_weights.to(rewards_per_func.device).unsqueeze(0)
+        rewards = (rewards_per_func * weights).nansum(dim=1)
+        self._metrics[mode]["reward_min"].append(rewards.min().item())
+        self._metrics[mode]["reward_max"].append(rewards.max().item())
+        self._last_rewards = rewards
+        return rewards_per_func
+
+    def compute_loss(self, model, inputs, return_outputs=False, num_items_in_batch=None):
+        if not self._teacher_kl_coef:
+            return super().compute_loss(model, inputs, return_outputs, num_items_in_batch)
+        saved_beta, self.beta = self.beta, self._teacher_kl_coef
+        try:
+            return super().compute_loss(model, inputs, return_outputs, num_items_in_batch)
+        finally:
+            self.beta = saved_beta
+
+    # ------------------------------------------------------------------------------------------------ helpers
+    def _loss_mask(self, output) -> torch.Tensor:
+        mask = output["completion_mask"]
+        if "tool_mask" in output:
+            mask = mask * output["tool_mask"]
+        return mask
+
+    def _check_loss_mask(self, output, episodes) -> None:
+        if output["num_items_in_batch"].item() > 0:
+            return
+        reasons = sorted({ep.finish_reason for ep in episodes})
+        raise EmptyLossMaskError(
+            "This generation batch has no trainable token: every model token is masked out of the loss "
+            f"(episode endings here: {reasons}). Typical causes: all completions truncated while "
+            "mask_truncated_completions=true (raise max_completion_length / max_tokens_per_turn or set "
+            "mask_truncated_completions: false), or a rollout that marks no token as model-generated. "
+            "Set check_loss_mask: false to skip such batches instead of stopping."
+        )
+
+    def _student_logps(self, output) -> torch.Tensor:
+        """Log-probs of the sampled tokens under the policy that generated them (detached)."""
+        if output.get("old_per_token_logps") is not None:
+            return output["old_per_token_logps"]
+        if output.get("sampling_per_token_logps") is not None:
+            return output["sampling_per_token_logps"]
+        ids = torch.cat([output["prompt_ids"], output["completion_ids"]], dim=1)
+        att = torch.cat([output["prompt_mask"], output["completion_mask"]], dim=1)
+        with torch.no_grad():
+            logps, _, _ = self._get_per_token_logps_and_entropies(
+                self.model, ids, att, output["completion_ids"].size(1), batch_size=self.args.per_device_train_batch_size
+            )
+        return logps
+
+    def _teacher_prompt_ids(self, row, episode) -> list[int]:
+        """The teacher's prompt: the student's, or the privileged variant built with the dataset (`teacher_prompt`
+        column: same template, privileged block appended), so the completion tokens are identical for both."""
+        if self.arc_config.teacher_privileged == "none":
+            return episode.prompt_ids
+        if "teacher_prompt" not in row:
+            raise KeyError("teacher_privileged is set but the dataset has no 'teacher_prompt' column")
+        from arc_trl.chat_template import prompt_ids
+
+        return prompt_ids(self.processing_class, row["teacher_prompt"], **self.chat_template_kwargs)
+
+    def _apply_teacher(self, mode, inputs, episodes, output) -> None:
+        arc = self.arc_config
+        prompts_t = [self._teacher_prompt_ids(row, ep) for row, ep in zip(inputs, episodes)]
+        sequences = [p + ep.completion_ids for p, ep in zip(prompts_t, episodes)]
+        scores = self.teacher.submit(sequences, [len(p) for p in prompts_t]).result()
+        completion_ids = output["completion_ids"]
+        teacher_logps = torch.full(completion_ids.shape, float("nan"), device=completion_ids.device)
+        for i, row in enumerate(scores):
+            if row:
+                teacher_logps[i, : len(row)] = torch.tensor(row, dtype=torch.float32, device=completion_ids.device)
+        student_logps = self._student_logps(output).detach()
+        mask = self._loss_mask(output)
+        clip = arc.teacher_logprob_clip
+        if arc.teacher_loss == "advantage":
+            output["advantages"] = opd_advantages(
+                output["advantages"], teacher_logps, student_logps, mask, arc.adv_tau, arc.teacher_tau, clip
+            )
+        else:  # reverse_kl: TRL's k3 KL term against the teacher (see compute_loss); missing values contribute 0
+            output["advantages"] = arc.adv_tau * output["advantages"]
+            diff, _, _ = teacher_log_ratio(teacher_logps, student_logps, mask, clip)
+            output["ref_per_token_logps"] = student_logps + diff
+        stats = teacher_stats(teacher_logps, student_logps, mask, clip)
+        values = torch.tensor(
+            [stats.teacher_kl, stats.teacher_logp, stats.student_logp, stats.missing_frac, stats.clipped_frac],
+            device=completion_ids.device,
+        ) * stats.num_tokens
+        totals = self.accelerator.gather(torch.cat([values, values.new_tensor([stats.num_tokens])]).unsqueeze(0))
+        totals = totals.sum(dim=0)
+        n = totals[-1].clamp(min=1.0)
+        for key, value in zip(("teacher_kl", "teacher_logp", "student_logp", "teacher_missing_frac",
+                               "teacher_clipped_frac"), (totals[:-1] / n).tolist()):
+            self._metrics[mode][key].append(value)
+
+    def _log_episode_metrics(self, mode, episodes, output) -> None:
+        if not episodes:
+            return
+        device = self.accelerator.device
+        n = len(episodes)
+        runs = sum(ep.outcome.num_code_runs for ep in episodes)
+        model_tokens = sum(ep.num_model_tokens for ep in episodes)
+        all_tokens = sum(len(ep.completion_ids) for ep in episodes)
+        local = torch.tensor(
+            [
+                n,
+                sum(ep.outcome.num_turns for ep in episodes),
+                sum(ep.outcome.submitted for ep in episodes),
+                sum(ep.finish_reason == "truncated" for ep in episodes),
+                sum(ep.outcome.code_found for ep in episodes),
+                runs,
+                sum(ep.outcome.num_errors for ep in episodes),
+                sum(ep.outcome.num_timeouts for ep in episodes),
+                all_tokens - model_tokens,
+                all_tokens,
+            ],
+            dtype=torch.float64,
+            device=device,
+        )
+        t = self.accelerator.gather(local.unsqueeze(0)).sum(dim=0).tolist()
+        metrics = self._metrics[mode]
+        metrics["episode/turns"].append(t[1] / t[0])
+        metrics["episode/submit_rate"].append(t[2] / t[0])
+        metrics["episode/truncated_rate"].append(t[3] / t[0])
+        metrics["episode/code_found_rate"].append(t[4] / t[0])
+        metrics["sandbox/error_rate"].append(t[6] / t[5] if t[5] else 0.0)
+        metrics["sandbox/timeout_rate"].append(t[7] / t[5] if t[5] else 0.0)
+        metrics["episode/env_token_frac"].append(t[8] / t[9] if t[9] else 0.0)
+
+    def _dump_rollouts(self, episodes, output) -> None:
+        """Write the first `dump_rollouts` episodes of this generation batch (tokens, masks, rewards) to JSONL."""
+        if not self.accelerator.is_main_process:
+            return
+        folder = os.path.join(self.args.output_dir, "rollouts")
+        os.makedirs(folder, exist_ok=True)
+        path = os.path.join(folder, f"step_{self.state.global_step:06d}.jsonl")
+        rewards = getattr(self, "_last_rewards", None)
+        advantages = output["advantages"]
+        with open(path, "a") as f:
+            for i, ep in enumerate(episodes[: self.arc_config.dump_rollouts]):
+                adv = advantages[i]
+                record = {
+                    "task_id": ep.task.id,
+                    "finish_reason": ep.finish_reason,
+                    "prompt_ids": ep.prompt_ids,
+                    "completion_ids": ep.completion_ids,
+                    "env_mask": ep.env_mask,
+                    "sampler_logprobs": ep.logprobs,
+                    "reward": None if rewards is None else float(rewards[i]),
+                    "advantage": adv.tolist() if adv.dim() else float(adv),
+                    "outcome": ep.outcome.to_dict(),
+                    "text": self.processing_class.decode(ep.prompt_ids + ep.completion_ids),
+                }
+                f.write(json.dumps(record) + "\n")
+
+    def close(self) -> None:
+        """Stop the sandbox processes (also done at interpreter exit)."""
+        self.sandbox_pool.close()

@@ -1,0 +1,72 @@
+"""Supervised warm start on reference episodes of synthetic tasks (TRL SFTTrainer, assistant-only loss).
+
+    python scripts/sft.py --config configs/sft-tiny-cpu.yaml [--key value ...]
+    accelerate launch scripts/sft.py --config configs/X.yaml          # GPU, unchanged
+
+The YAML is a flat mapping of `trl.SFTConfig`, `trl.ModelConfig` and `SftArguments` keys (below). Only the assistant
+turns are trained on (environment replies and prompts are masked), which is the completion-only loss of multi-turn
+data.
+"""
+
+from __future__ import annotations
+
+import sys
+from dataclasses import dataclass, field
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+
+@dataclass
+class SftArguments:
+    dataset: str = field(
+        default="synthetic:n=256,seed=0,difficulty=tiny",
+        metadata={"help": "Tasks with reference programs: a synthetic: spec or a folder written by make_synthetic.py"},
+    )
+    agent_mode: str = field(default="repl", metadata={"help": "repl | program"})
+    prompt_template: str | None = field(default=None, metadata={"help": "Custom prompt template (YAML)."})
+    chat_template: str = field(default="auto", metadata={"help": "auto | chatml | path (see train.py)."})
+    sandbox_workers: int = field(default=2, metadata={"help": "Sandbox processes used to replay REPL episodes."})
+
+
+def main(argv: list[str] | None = None):
+    from transformers import AutoTokenizer
+    from trl import ModelConfig, SFTConfig, SFTTrainer, TrlParser, get_peft_config
+
+    from arc_trl.chat_template import resolve_chat_template
+    from arc_trl.data import load_tasks, load_template
+    from arc_trl.sandbox import SandboxPool
+    from arc_trl.sft_data import build_sft_dataset
+    from arc_trl.synthetic import load_synthetic
+
+    parser = TrlParser((SftArguments, SFTConfig, ModelConfig))
+    sft_args, args, model_args = parser.parse_args_and_config(argv)
+    tokenizer = AutoTokenizer.from_pretrained(model_args.model_name_or_path)
+    resolve_chat_template(tokenizer, sft_args.chat_template)
+    path = Path(sft_args.dataset)
+    tasks = load_synthetic(path) if path.is_dir() and (path / "metadata.jsonl").exists() else load_tasks(sft_args.dataset)
+    template = load_template(sft_args.prompt_template, sft_args.agent_mode) if sft_args.prompt_template else None
+    with SandboxPool(num_workers=sft_args.sandbox_workers) as pool:
+        dataset, report = build_sft_dataset(tasks, sft_args.agent_mode, pool, template)
+    print(f"[sft] {report.kept} reference episodes ({report.dropped} dropped) from {sft_args.dataset}")
+    args.assistant_only_loss = True
+    args.model_init_kwargs = {**(args.model_init_kwargs or {}), "dtype": model_args.dtype or "auto"}
+    trainer = SFTTrainer(
+        model=model_args.model_name_or_path,
+        args=args,
+        train_dataset=dataset,
+        processing_class=tokenizer,
+        peft_config=get_peft_config(model_args),
+    )
+    trainer.train(resume_from_checkpoint=args.resume_from_checkpoint)
+    trainer.save_model(args.output_dir)
+    tokenizer.save_pretrained(args.output_dir)
+    losses = [h["loss"] for h in trainer.state.log_history if "loss" in h]
+    if losses:
+        print(f"[sft] done: {trainer.state.global_step} steps, loss {losses[0]:.3f} -> {losses[-1]:.3f}; "
+              f"saved to {args.output_dir}")
+    return trainer
+
+
+if __name__ == "__main__":
+    main()

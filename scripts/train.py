@@ -1,0 +1,21 @@
+"""Train an ARC solver with GRPO (+ on-policy distillation).
+
+    accelerate launch scripts/train.py --config configs/tiny-cpu.yaml [--key value ...]
+    python scripts/train.py --config configs/tiny-cpu.yaml --check_config true   # validate + print, no training
+
+The YAML file is one flat mapping of `trl.GRPOConfig`, `trl.ModelConfig` and `arc_trl.config.ArcConfig` keys;
+command-line flags override it. `--help` lists every key. `--resume_from_checkpoint auto` resumes from the latest
+checkpoint in output_dir.
+"""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # run from a checkout without installing
+
+from arc_trl.train_entry import main  # noqa: E402
+
+if __name__ == "__main__":  # the guard matters: vLLM spawns worker processes that re-import this file
+    main()
