@@ -20,6 +20,8 @@ def parse_config(argv: list[str] | None = None) -> tuple[ArcConfig, GRPOConfig, 
     config_path = argv[argv.index("--config") + 1] if "--config" in argv else None
     if config_path is not None and not Path(config_path).is_file():
         raise SystemExit(f"error: config file {config_path} does not exist")
+    if config_path is not None:
+        check_config_keys(config_path)
     parser = TrlParser((ArcConfig, GRPOConfig, ModelConfig))
     try:
         arc, args, model_args = parser.parse_args_and_config(argv)
@@ -29,6 +31,34 @@ def parse_config(argv: list[str] | None = None) -> tuple[ArcConfig, GRPOConfig, 
     if model_args.model_name_or_path is None:
         raise SystemExit(f"error: model_name_or_path is not set ({config_path or 'command line'})")
     return arc, args, model_args
+
+
+def known_keys() -> set[str]:
+    return {f.name for cls in (ArcConfig, GRPOConfig, ModelConfig) for f in dataclasses.fields(cls)} | {"env"}
+
+
+def check_config_keys(config_path: str) -> None:
+    """Fail on unknown YAML keys up front, naming the file, the keys and the closest known key."""
+    import difflib
+
+    import yaml
+
+    with open(config_path) as f:
+        try:
+            config = yaml.safe_load(f)
+        except yaml.YAMLError as exc:
+            raise SystemExit(f"error: {config_path} is not valid YAML: {exc}") from exc
+    if not isinstance(config, dict):
+        raise SystemExit(f"error: {config_path} must contain a YAML mapping of config keys")
+    keys = known_keys()
+    unknown = [k for k in config if k not in keys]
+    if unknown:
+        hints = []
+        for key in unknown:
+            close = difflib.get_close_matches(key, keys, n=1)
+            hints.append(f"{key!r}" + (f" (did you mean {close[0]!r}?)" if close else ""))
+        raise SystemExit(f"error in {config_path}: unknown config keys: {', '.join(hints)}. "
+                         "Run `python scripts/train.py --help` for the list of keys.")
 
 
 def resolved_config(arc: ArcConfig, args: GRPOConfig, model_args: ModelConfig) -> dict:

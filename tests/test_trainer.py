@@ -1,0 +1,163 @@
+"""ArcGRPOTrainer end to end: config parsing, checkpoints and resume, loss-mask check, teacher_tau=0 == GRPO."""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+
+import pytest
+import torch
+
+from arc_trl.train_entry import main
+
+CONFIG = str(Path(__file__).resolve().parents[1] / "configs" / "tiny-cpu.yaml")
+
+
+def _argv(model_dir, out, *extra):
+    return [
+        "--config", CONFIG, "--model_name_or_path", str(model_dir), "--output_dir", str(out),
+        "--use_vllm", "false", "--max_tasks", "4", "--num_generations", "2", "--per_device_train_batch_size", "4",
+        "--max_tokens_per_turn", "24", "--max_completion_length", "48", "--report_to", "none", *extra,
+    ]
+
+
+def test_check_config_prints_resolved_values_without_training(tiny_model_dir, tmp_path, capsys):
+    assert main(_argv(tiny_model_dir, tmp_path / "run", "--check_config", "true", "--teacher_tau", "0.0")) is None
+    out = capsys.readouterr().out
+    resolved = json.loads(out[out.index("{") :])
+    assert resolved["arc"]["agent_mode"] == "repl" and resolved["arc"]["max_turns"] == 2
+    assert resolved["grpo"]["num_generations"] == 2 and resolved["model"]["model_name_or_path"] == str(tiny_model_dir)
+    assert not (tmp_path / "run").exists()
+
+
+def test_config_errors_name_the_file_and_key(tiny_model_dir, tmp_path):
+    bad = tmp_path / "bad.yaml"
+    bad.write_text(f"model_name_or_path: {tiny_model_dir}\nnum_generatoins: 4\n")
+    with pytest.raises(SystemExit, match=r"bad\.yaml: unknown config keys: 'num_generatoins' \(did you mean 'num_generations'"):
+        main(["--config", str(bad)])
+    with pytest.raises(SystemExit, match="does not exist"):
+        main(["--config", str(tmp_path / "missing.yaml")])
+    with pytest.raises(SystemExit, match="tiny-cpu.yaml: reward_mode='exact' is not one of"):
+        main(_argv(tiny_model_dir, tmp_path / "r", "--reward_mode", "exact"))
+
+
+def test_lora_checkpoint_resume_continues_step_count_and_wandb_offline(tiny_model_dir, tmp_path, monkeypatch):
+    monkeypatch.setenv("WANDB_MODE", "offline")
+    monkeypatch.setenv("WANDB_DIR", str(tmp_path))
+    out = tmp_path / "run"
+    args = ["--use_peft", "true", "--lora_r", "4", "--lora_target_modules", "q_proj", "v_proj", "--save_steps", "2"]
+    summary = main(_argv(tiny_model_dir, out, "--max_steps", "2", "--report_to", "wandb", "--dump_rollouts", "2", *args))
+    assert summary["global_step"] == 2
+    assert (out / "checkpoint-2" / "adapter_model.safetensors").exists()  # LoRA saved in PEFT format
+    assert (out / "checkpoint-2" / "adapter_config.json").exists()
+    assert list((tmp_path / "wandb").glob("offline-run-*")), "W&B offline run directory missing"
+    dumped = [json.loads(line) for line in (out / "rollouts" / "step_000000.jsonl").read_text().splitlines()]
+    assert len(dumped) == 2 and len(dumped[0]["env_mask"]) == len(dumped[0]["completion_ids"])
+    summary = main(_argv(tiny_model_dir, out, "--max_steps", "4", "--resume_from_checkpoint", "auto", *args))
+    assert summary["global_step"] == 4
+    state = json.loads((out / "checkpoint-4" / "trainer_state.json").read_text())
+    logged_steps = [h["step"] for h in state["log_history"] if "reward" in h]
+    assert logged_steps == [1, 2, 3, 4]
+    history = json.loads((out / "run_summary.json").read_text())
+    assert history["global_step"] == 4
+    metrics = state["log_history"][-2]
+    for key in ("reward", "reward_std", "reward_min", "reward_max", "episode/turns", "episode/submit_rate",
+                "sandbox/error_rate", "sandbox/timeout_rate", "episode/env_token_frac", "entropy",
+                "rewards/arc_reward_barc/mean", "rewards/pixel_score/mean"):
+        assert key in metrics, key
+
+
+def test_empty_loss_mask_fails_loudly(tiny_model_dir, tmp_path):
+    from arc_trl.trainer import EmptyLossMaskError
+
+    # a random model never ends its turn: every completion is truncated, and masking them leaves nothing to train
+    with pytest.raises(EmptyLossMaskError, match="no trainable token.*truncated"):
+        main(_argv(tiny_model_dir, tmp_path / "run", "--max_steps", "1", "--mask_truncated_completions", "true"))
+
+
+def _trainer(model_dir, out, **arc_overrides):
+    from trl import GRPOConfig
+
+    from arc_trl.config import ArcConfig
+    from arc_trl.data import build_dataset, load_tasks
+    from arc_trl.train_entry import load_tokenizer
+    from arc_trl.trainer import ArcGRPOTrainer
+
+    arc = ArcConfig(max_turns=1, max_tokens_per_turn=16, sandbox_workers=1, **arc_overrides)
+    args = GRPOConfig(
+        output_dir=str(out), per_device_train_batch_size=4, num_generations=2, max_completion_length=16,
+        max_steps=1, use_cpu=True, bf16=False, report_to=[], seed=0, beta=0.0,
+    )
+    from trl import ModelConfig
+
+    tokenizer, _ = load_tokenizer(ModelConfig(model_name_or_path=str(model_dir)), arc)
+    tasks = load_tasks("arc-agi-1/train", ids=["6150a2bd", "67a3c6ac"])
+    dataset = build_dataset(tasks, "repl", tokenizer=tokenizer)
+    return ArcGRPOTrainer(str(model_dir), args, arc, train_dataset=dataset, processing_class=tokenizer)
+
+
+def test_teacher_tau_zero_reproduces_vanilla_grpo_loss(tiny_model_dir, memorized_model_dir, tmp_path):
+    """With a (different) teacher attached but teacher_tau = 0, the loss equals GRPOTrainer's on the same batch."""
+    trainer = _trainer(tiny_model_dir, tmp_path / "a", teacher_backend="local",
+                       teacher_model=str(memorized_model_dir), teacher_tau=0.0)
+    try:
+        trainer.model.train()
+        trainer.current_gradient_accumulation_steps = 1  # set by Trainer's training loop
+        inputs = [trainer.train_dataset[i] for i in (0, 0, 1, 1)]
+        torch.manual_seed(0)
+        batch = trainer._generate_and_score_completions(inputs)
+        assert batch["advantages"].dim() == 2  # per-token advantages (teacher term added, here with weight 0)
+        loss_opd = trainer.compute_loss(trainer.model, batch)
+        vanilla = dict(batch, advantages=batch["advantages"][:, 0])
+        loss_grpo = super(type(trainer), trainer)._compute_loss(trainer.model, vanilla)  # GRPOTrainer's own loss
+        assert torch.equal(loss_opd, loss_grpo)
+        # and a non-zero teacher weight changes it (the teacher disagrees with the random student)
+        trainer.arc_config.teacher_tau = 1.0
+        batch2 = trainer._generate_and_score_completions(inputs)
+        assert not torch.allclose(trainer.compute_loss(trainer.model, batch2), loss_grpo)
+        assert trainer._metrics["train"]["teacher_kl"][-1] > 0.5
+    finally:
+        trainer.close()
+
+
+def test_reverse_kl_teacher_loss_uses_trls_kl_term(tiny_model_dir, memorized_model_dir, tmp_path):
+    trainer = _trainer(tiny_model_dir, tmp_path / "b", teacher_backend="local", teacher_model=str(memorized_model_dir),
+                       teacher_tau=0.5, teacher_loss="reverse_kl")
+    try:
+        trainer.model.train()
+        trainer.current_gradient_accumulation_steps = 1
+        inputs = [trainer.train_dataset[i] for i in (0, 0, 1, 1)]
+        batch = trainer._generate_and_score_completions(inputs)
+        assert "ref_per_token_logps" in batch and batch["advantages"].dim() == 1
+        trainer.compute_loss(trainer.model, batch)
+        assert trainer.beta == 0.0  # restored after the loss
+        kl = trainer._metrics["train"]["kl"][-1]
+        assert kl > 0.1  # TRL's k3 KL(student || teacher) on the model tokens
+    finally:
+        trainer.close()
+
+
+@pytest.mark.vllm
+def test_tiny_cpu_config_end_to_end_with_colocated_vllm(memorized_model_dir, memorized_task, tmp_path):
+    """The main job's config with real colocated vLLM-CPU rollouts, sandboxed code, rewards, optimizer steps and a
+    checkpoint (the memorised model makes the rollouts contain code and SUBMIT)."""
+    from arc_trl.data import save_tasks_folder
+
+    out = tmp_path / "run"
+    data = save_tasks_folder([memorized_task], tmp_path / "tasks")
+    os.environ.setdefault("VLLM_CPU_KVCACHE_SPACE", "1")
+    summary = main([
+        "--config", CONFIG, "--model_name_or_path", str(memorized_model_dir), "--output_dir", str(out),
+        "--dataset", str(data), "--max_steps", "2", "--save_steps", "2", "--num_generations", "4",
+        "--per_device_train_batch_size", "4", "--learning_rate", "1e-5",
+        "--max_tokens_per_turn", "400", "--max_completion_length", "1200", "--max_turns", "3",
+        "--vllm_max_model_length", "2560", "--max_prompt_tokens", "1600",
+    ])
+    assert summary["global_step"] == 2 and (out / "checkpoint-2" / "model.safetensors").exists()
+    state = json.loads((out / "checkpoint-2" / "trainer_state.json").read_text())
+    logs = [h for h in state["log_history"] if "reward" in h]
+    assert max(h["episode/code_found_rate"] for h in logs) > 0
+    assert max(h["reward_max"] for h in logs) > 1.0  # some attempt produced valid outputs (barc ladder)
+    assert max(h["episode/submit_rate"] for h in logs) > 0
+    assert all(h["sampling/sampling_logp_difference/mean"] < 0.05 for h in logs)  # vLLM agrees with the trainer
