@@ -172,6 +172,13 @@ def main(argv: list[str] | None = None) -> dict | None:
     started = time.time()
     tokenizer, template_choice = load_tokenizer(model_args, arc, args.trust_remote_code)
     train_dataset, eval_dataset = build_datasets(arc, tokenizer, args.seed)
+    prompts_per_step = args.generation_batch_size // args.num_generations
+    if len(train_dataset) < prompts_per_step:
+        raise SystemExit(
+            f"error: {arc.dataset} gives {len(train_dataset)} prompts but each generation batch needs "
+            f"{prompts_per_step} distinct prompts (generation_batch_size {args.generation_batch_size} / "
+            f"num_generations {args.num_generations}); use more tasks or a smaller per_device_train_batch_size"
+        )
     print(f"[arc-trl] {len(train_dataset)} training prompts from {arc.dataset}; chat template: {template_choice}")
     args.model_init_kwargs = {**model_init_kwargs(model_args, args.trust_remote_code), **(args.model_init_kwargs or {})}
     model = model_args.model_name_or_path
@@ -201,6 +208,7 @@ def main(argv: list[str] | None = None) -> dict | None:
     try:
         trainer.train(resume_from_checkpoint=resume)
         trainer.save_model(args.output_dir)
+        trainer.save_state()  # output_dir/trainer_state.json: the whole log history, for plots
     finally:
         trainer.close()
     summary = summarise(trainer, started)

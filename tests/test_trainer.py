@@ -93,7 +93,8 @@ def _trainer(model_dir, out, **arc_overrides):
 
     tokenizer, _ = load_tokenizer(ModelConfig(model_name_or_path=str(model_dir)), arc)
     tasks = load_tasks("arc-agi-1/train", ids=["6150a2bd", "67a3c6ac"])
-    dataset = build_dataset(tasks, "repl", tokenizer=tokenizer)
+    privileged = arc.teacher_privileged if arc.teacher_privileged != "none" else False
+    dataset = build_dataset(tasks, "repl", tokenizer=tokenizer, privileged=privileged)
     return ArcGRPOTrainer(str(model_dir), args, arc, train_dataset=dataset, processing_class=tokenizer)
 
 

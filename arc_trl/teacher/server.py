@@ -38,7 +38,12 @@ class ServerTeacher:
                 f"teacher server at {base_url} is not reachable ({exc}). Start it first, e.g. "
                 f"`vllm serve TEACHER --port PORT`, and set teacher_server_url."
             ) from exc
-        # VLLMClient's session has no request timeout; a hung server must not hang training.
+        # VLLMClient's session has no request timeout (a hung server must not hang training) and its own urllib3
+        # retries back off for a minute per call; ours below are the only, bounded, retries.
+        from requests.adapters import HTTPAdapter
+
+        for prefix in ("http://", "https://"):
+            self.client.session.mount(prefix, HTTPAdapter(max_retries=0, pool_maxsize=8))
         self.client.session.request = partial(self.client.session.request, timeout=timeout_s)
         self._pool = ThreadPoolExecutor(max_workers=2, thread_name_prefix="teacher")
 

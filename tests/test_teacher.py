@@ -1,0 +1,153 @@
+"""Teacher backends and on-policy distillation: a real vLLM teacher server, privileged prompts, learning."""
+
+from __future__ import annotations
+
+import json
+import os
+import socket
+import subprocess
+import sys
+import time
+import urllib.request
+
+import pytest
+import torch
+
+from arc_trl.chat_template import prompt_ids
+from arc_trl.teacher import LocalTeacher, ServerTeacher, TeacherUnavailableError
+from arc_trl.train_entry import main
+from test_trainer import CONFIG
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def _reference_sequences(model_dir, task):
+    from transformers import AutoTokenizer
+
+    from arc_trl.data import render_messages
+
+    tokenizer = AutoTokenizer.from_pretrained(model_dir)
+    prompt = prompt_ids(tokenizer, render_messages(task, "repl"))
+    text = "```python\nprint([x.shape for x in train_inputs])\n```"
+    completion = tokenizer(text, add_special_tokens=False)["input_ids"] + [tokenizer.eos_token_id]
+    other = tokenizer("Hello world, 0123 456", add_special_tokens=False)["input_ids"]
+    return [prompt + completion, prompt + other, prompt[:50] + completion], [len(prompt), len(prompt), 50], tokenizer
+
+
+def test_server_teacher_fails_clearly_when_unreachable():
+    port = _free_port()
+    start = time.time()
+    with pytest.raises(TeacherUnavailableError, match=f"127.0.0.1:{port} is not reachable"):
+        ServerTeacher(f"http://127.0.0.1:{port}", connect_timeout_s=1.0)
+    assert time.time() - start < 30
+
+
+@pytest.mark.vllm
+def test_vllm_teacher_server_logprobs_equal_a_transformers_forward(memorized_model_dir, memorized_task, tmp_path):
+    """A real vLLM OpenAI server (CPU) started here scores sequences like a transformers forward of the same model;
+    then, once it is gone, scoring fails after bounded retries with a resumable message."""
+    port = _free_port()
+    env = {**os.environ, "VLLM_CPU_KVCACHE_SPACE": "1"}
+    log = open(tmp_path / "server.log", "w")
+    server = subprocess.Popen(
+        [sys.executable, "-m", "vllm.entrypoints.openai.api_server", "--model", str(memorized_model_dir),
+         "--port", str(port), "--dtype", "float32", "--max-model-len", "4096", "--max-logprobs", "-1"],
+        stdout=log, stderr=subprocess.STDOUT, env=env, start_new_session=True,
+    )
+    try:
+        deadline = time.time() + 300
+        while time.time() < deadline:
+            assert server.poll() is None, (tmp_path / "server.log").read_text()[-3000:]
+            try:
+                if urllib.request.urlopen(f"http://127.0.0.1:{port}/health", timeout=2).status == 200:
+                    break
+            except OSError:
+                time.sleep(2)
+        sequences, prompt_lengths, tokenizer = _reference_sequences(memorized_model_dir, memorized_task)
+        teacher = ServerTeacher(f"http://127.0.0.1:{port}", max_retries=1, timeout_s=60, batch_size=2)
+        served = teacher.submit(sequences, prompt_lengths).result()
+        from transformers import AutoModelForCausalLM
+
+        local = LocalTeacher(AutoModelForCausalLM.from_pretrained(memorized_model_dir), tokenizer.pad_token_id)
+        reference = local.score(sequences, prompt_lengths)
+        for got, want, seq, p in zip(served, reference, sequences, prompt_lengths):
+            assert len(got) == len(want) == len(seq) - p
+            assert max(abs(a - b) for a, b in zip(got, want)) < 2e-3
+        # the memorised model is confident on its own code and not on noise
+        assert sum(served[0]) / len(served[0]) > sum(served[1]) / len(served[1]) + 2
+    finally:
+        os.killpg(server.pid, 15)
+        server.wait(timeout=60)
+        log.close()
+    start = time.time()
+    with pytest.raises(TeacherUnavailableError, match="failed 2 times.*--resume_from_checkpoint"):
+        teacher.score(sequences, prompt_lengths)
+    assert time.time() - start < 60
+
+
+def test_privileged_teacher_scores_the_same_completion_tokens(tiny_model_dir, memorized_model_dir, tmp_path):
+    """teacher_privileged=solutions: the teacher's prompt holds the test outputs, its completion tokens are exactly
+    the student's (aligned token by token)."""
+    from test_trainer import _trainer
+
+    trainer = _trainer(tiny_model_dir, tmp_path, teacher_backend="local", teacher_model=str(memorized_model_dir),
+                       teacher_tau=1.0, teacher_privileged="solutions")
+    calls = []
+    score = trainer.teacher.score
+
+    def recording_score(sequences, prompt_lengths):
+        calls.append((sequences, prompt_lengths))
+        return score(sequences, prompt_lengths)
+
+    trainer.teacher.score = recording_score
+    try:
+        trainer.model.train()
+        inputs = [trainer.train_dataset[i] for i in (0, 0, 1, 1)]
+        batch = trainer._generate_and_score_completions(inputs)
+        [(sequences, prompt_lengths)] = calls
+        episodes = trainer.rollout.last_episodes
+        tokenizer = trainer.processing_class
+        for row, ep, seq, plen in zip(inputs, episodes, sequences, prompt_lengths):
+            teacher_prompt = prompt_ids(tokenizer, row["teacher_prompt"])
+            assert seq[:plen] == teacher_prompt and seq[plen:] == ep.completion_ids
+            assert len(teacher_prompt) > len(ep.prompt_ids)
+            task = json.loads(row["task_json"])
+            solution = "\n".join("".join(map(str, r)) for r in task["test"][0]["output"])
+            assert solution in tokenizer.decode(teacher_prompt)
+            assert solution not in tokenizer.decode(ep.prompt_ids)
+        n = batch["completion_ids"].shape[1]
+        assert batch["advantages"].shape == (4, n)
+    finally:
+        trainer.close()
+
+
+def test_pure_distillation_lowers_teacher_kl(tiny_model_dir, memorized_model_dir, memorized_task, tmp_path):
+    """adv_tau = 0: only the teacher term drives learning; a student that differs from the teacher (the same
+    episode memorised for fewer steps) moves towards it, so the mean teacher_kl falls clearly (fixed seed)."""
+    from arc_trl.data import save_tasks_folder
+    from arc_trl.sandbox import SandboxPool
+    from model_helpers import memorize_episode, reference_episode
+
+    with SandboxPool(num_workers=1) as pool:
+        conversation = reference_episode(memorized_task, pool)
+    student, _ = memorize_episode(tiny_model_dir, tmp_path / "student", conversation, steps=100)
+    data = save_tasks_folder([memorized_task], tmp_path / "tasks")
+    out = tmp_path / "run"
+    main([
+        "--config", CONFIG, "--model_name_or_path", str(student), "--output_dir", str(out), "--use_vllm", "false",
+        "--dataset", str(data), "--max_prompt_tokens", "2000", "--teacher_backend", "local",
+        "--teacher_model", str(memorized_model_dir), "--teacher_tau", "1.0", "--adv_tau", "0.0",
+        "--max_turns", "1", "--max_tokens_per_turn", "24", "--max_completion_length", "24",
+        "--num_generations", "8", "--per_device_train_batch_size", "8", "--learning_rate", "1e-3",
+        "--max_steps", "30", "--save_steps", "1000", "--seed", "0",
+    ])
+    history = json.loads((out / "run_summary.json").read_text())
+    assert history["global_step"] == 30
+    state = json.loads((out / "trainer_state.json").read_text())
+    kls = [h["teacher_kl"] for h in state["log_history"] if "teacher_kl" in h]
+    first, last = sum(kls[:8]) / 8, sum(kls[-8:]) / 8
+    assert len(kls) == 30 and last < 0.7 * first, kls
