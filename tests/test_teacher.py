@@ -151,3 +151,45 @@ def test_pure_distillation_lowers_teacher_kl(tiny_model_dir, memorized_model_dir
     kls = [h["teacher_kl"] for h in state["log_history"] if "teacher_kl" in h]
     first, last = sum(kls[:8]) / 8, sum(kls[-8:]) / 8
     assert len(kls) == 30 and last < 0.7 * first, kls
+
+
+def test_overlapping_teacher_is_called_while_the_rollout_runs(tiny_model_dir, memorized_model_dir, tmp_path):
+    """A teacher that can overlap (a server) receives finished episodes during the rollout, not after it."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    from test_trainer import _trainer
+
+    trainer = _trainer(tiny_model_dir, tmp_path, teacher_backend="local", teacher_model=str(memorized_model_dir),
+                       teacher_tau=1.0)
+    local = trainer.teacher
+    pool = ThreadPoolExecutor(1)
+    during_rollout = []
+
+    class Overlapping:
+        overlaps_generation = True
+
+        def score(self, sequences, prompt_lengths):
+            return local.score(sequences, prompt_lengths)
+
+        def submit(self, sequences, prompt_lengths):
+            during_rollout.append(trainer._rollout_inputs is not None)
+            return pool.submit(local.score, sequences, prompt_lengths)
+
+    trainer.teacher = Overlapping()
+    trainer.rollout.on_finished = trainer._submit_teacher_job
+    try:
+        trainer.model.train()
+        batch = trainer._generate_and_score_completions([trainer.train_dataset[i] for i in (0, 0, 1, 1)])
+        assert during_rollout and all(during_rollout)
+        episodes = trainer.rollout.last_episodes
+        expected = local.score([ep.prompt_ids + ep.completion_ids for ep in episodes],
+                               [len(ep.prompt_ids) for ep in episodes])
+        student = trainer._student_logps(batch)
+        for i, (ep, row) in enumerate(zip(episodes, expected)):
+            n = len(ep.completion_ids)
+            want = (torch.tensor(row) - student[i, :n]).clamp(-20, 20)  # teacher_logprob_clip default
+            got = batch["advantages"][i, :n]  # = A_grpo (constant per row) + (logp_T - logp_S), tau = 1
+            assert torch.allclose(got - got.mean(), want - want.mean(), atol=1e-4)
+    finally:
+        trainer.close()
+        pool.shutdown()

@@ -13,6 +13,7 @@ An episode ends on a valid SUBMIT, after `max_turns` assistant turns, when the t
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -46,13 +47,26 @@ def run_episodes(
     pool,
     settings: RolloutSettings,
     template_kwargs: dict | None = None,
+    on_finished: Callable[[list[Episode]], None] | None = None,
 ) -> list[Episode]:
-    """Play one episode per (task, prompt) pair to the end and return them (sandbox sessions closed)."""
+    """Play one episode per (task, prompt) pair to the end and return them (sandbox sessions closed).
+
+    `on_finished(episodes)` is called after each turn with the episodes that ended in it (e.g. to start teacher
+    scoring of finished episodes while the others keep generating).
+    """
     template_kwargs = template_kwargs or {}
     episodes = [
-        Episode(task=task, prompt_ids=render_prompt_ids(tokenizer, prompt, **template_kwargs))
-        for task, prompt in zip(tasks, prompts, strict=True)
+        Episode(task=task, prompt_ids=render_prompt_ids(tokenizer, prompt, **template_kwargs), index=i)
+        for i, (task, prompt) in enumerate(zip(tasks, prompts, strict=True))
     ]
+    reported: set[int] = set()
+
+    def report_finished() -> None:
+        newly = [ep for ep in episodes if ep.done and ep.index not in reported]
+        reported.update(ep.index for ep in newly)
+        if newly and on_finished is not None:
+            on_finished(newly)
+
     budget = settings.max_completion_length
     per_turn = settings.max_tokens_per_turn or budget
     eos = set(generator.eos_token_ids)
@@ -79,11 +93,13 @@ def run_episodes(
                 else:
                     ran.append(ep)
             if not ran:
+                report_finished()
                 continue
             if settings.agent_mode == "program":
                 for ep, result in zip(ran, pool.map_programs([(ep.session, ep.assistant_texts[-1]) for ep in ran])):
                     _record_program(ep, result)
                     ep.finish("program")
+                report_finished()
                 continue
             results = pool.map_turns([(ep.session, ep.assistant_texts[-1]) for ep in ran])
             for ep, result in zip(ran, results):
@@ -98,9 +114,11 @@ def run_episodes(
                         ep.finish("budget")
                     else:
                         ep.add_env_turn(env_ids, result.observation)
+            report_finished()
         for ep in episodes:
             if not ep.done:
                 ep.finish("max_turns")
+        report_finished()
     finally:
         for ep in episodes:
             if ep.session is not None:
@@ -152,6 +170,7 @@ class ArcRollout:
         self.pool = pool
         self.settings = settings
         self.last_episodes: list[Episode] = []
+        self.on_finished: Callable[[list[Episode]], None] | None = None  # set by the trainer (teacher overlap)
 
     def __call__(self, prompts: list, trainer) -> dict[str, Any]:
         rows = trainer._rollout_inputs
@@ -166,6 +185,7 @@ class ArcRollout:
             self.pool,
             self.settings,
             trainer.chat_template_kwargs,
+            on_finished=self.on_finished,
         )
         self.last_episodes = episodes
         logprobs = None if any(ep.logprobs is None for ep in episodes) else [ep.logprobs for ep in episodes]

@@ -19,6 +19,7 @@ class Episode:
 
     task: ArcTask
     prompt_ids: list[int]
+    index: int = 0  # position in the rollout batch
     completion_ids: list[int] = field(default_factory=list)
     env_mask: list[int] = field(default_factory=list)
     logprobs: list[float] | None = field(default_factory=list)

@@ -16,6 +16,8 @@ from arc_trl.teacher.base import TeacherUnavailableError
 
 
 class ServerTeacher:
+    overlaps_generation = True  # requests run on a background thread while the rollout goes on
+
     def __init__(
         self,
         base_url: str,

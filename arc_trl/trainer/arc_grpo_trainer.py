@@ -94,6 +94,9 @@ class ArcGRPOTrainer(GRPOTrainer):
         self.teacher = teacher if teacher is not None else self._build_teacher()
         if self.teacher is not None and arc.teacher_loss == "reverse_kl":
             self._teacher_kl_coef = arc.teacher_tau
+        self._teacher_jobs: list[tuple[list[int], Any]] = []
+        if self.teacher is not None and getattr(self.teacher, "overlaps_generation", False):
+            self.rollout.on_finished = self._submit_teacher_job  # score finished episodes while others generate
 
     # ------------------------------------------------------------------------------------------------ teacher setup
     def _build_teacher(self):
@@ -124,6 +127,7 @@ class ArcGRPOTrainer(GRPOTrainer):
     # ------------------------------------------------------------------------------------------------ TRL hooks
     def _generate_and_score_completions(self, inputs):
         self._rollout_inputs = inputs
+        self._teacher_jobs = []
         try:
             output = super()._generate_and_score_completions(inputs)
         finally:
@@ -202,11 +206,29 @@ class ArcGRPOTrainer(GRPOTrainer):
 
         return prompt_ids(self.processing_class, row["teacher_prompt"], **self.chat_template_kwargs)
 
+    def _submit_teacher_job(self, episodes) -> None:
+        """Start scoring episodes that just finished (a teacher server works while generation goes on)."""
+        rows = self._rollout_inputs
+        prompts_t = [self._teacher_prompt_ids(rows[ep.index], ep) for ep in episodes]
+        sequences = [p + ep.completion_ids for p, ep in zip(prompts_t, episodes)]
+        future = self.teacher.submit(sequences, [len(p) for p in prompts_t])
+        self._teacher_jobs.append(([ep.index for ep in episodes], future))
+
+    def _teacher_scores(self, inputs, episodes) -> list[list[float]]:
+        if not self._teacher_jobs:  # in-process teachers: one batched call after the rollout
+            prompts_t = [self._teacher_prompt_ids(row, ep) for row, ep in zip(inputs, episodes)]
+            sequences = [p + ep.completion_ids for p, ep in zip(prompts_t, episodes)]
+            return self.teacher.score(sequences, [len(p) for p in prompts_t])
+        scores: list[list[float]] = [[] for _ in episodes]
+        for indices, future in self._teacher_jobs:
+            for index, row in zip(indices, future.result()):
+                scores[index] = row
+        self._teacher_jobs = []
+        return scores
+
     def _apply_teacher(self, mode, inputs, episodes, output) -> None:
         arc = self.arc_config
-        prompts_t = [self._teacher_prompt_ids(row, ep) for row, ep in zip(inputs, episodes)]
-        sequences = [p + ep.completion_ids for p, ep in zip(prompts_t, episodes)]
-        scores = self.teacher.submit(sequences, [len(p) for p in prompts_t]).result()
+        scores = self._teacher_scores(inputs, episodes)
         completion_ids = output["completion_ids"]
         teacher_logps = torch.full(completion_ids.shape, float("nan"), device=completion_ids.device)
         for i, row in enumerate(scores):
