@@ -26,8 +26,31 @@ class TinyModelSpec:
     num_key_value_heads: int = 1
     head_dim: int = 64
     max_position_embeddings: int = 8192
+    tie_word_embeddings: bool = True
     seed: int = 0
     dtype: str = "float32"
+
+
+# Real Qwen3 shapes (random init, our local tokenizer; the embedding keeps the real vocabulary size) for GPU runs.
+SHAPES: dict[str, dict] = {
+    "tiny": {},
+    "qwen3-0.6b": dict(vocab_size=151936, hidden_size=1024, intermediate_size=3072, num_hidden_layers=28,
+                       num_attention_heads=16, num_key_value_heads=8, head_dim=128, max_position_embeddings=40960,
+                       tie_word_embeddings=True, dtype="bfloat16"),
+    "qwen3-1.7b": dict(vocab_size=151936, hidden_size=2048, intermediate_size=6144, num_hidden_layers=28,
+                       num_attention_heads=16, num_key_value_heads=8, head_dim=128, max_position_embeddings=40960,
+                       tie_word_embeddings=True, dtype="bfloat16"),
+    "qwen3-8b": dict(vocab_size=151936, hidden_size=4096, intermediate_size=12288, num_hidden_layers=36,
+                     num_attention_heads=32, num_key_value_heads=8, head_dim=128, max_position_embeddings=40960,
+                     tie_word_embeddings=False, dtype="bfloat16"),
+}
+
+
+def shape_spec(shape: str, seed: int = 0) -> "TinyModelSpec":
+    """The `TinyModelSpec` of a named shape (`SHAPES`)."""
+    if shape not in SHAPES:
+        raise ValueError(f"unknown shape {shape!r}; known: {', '.join(SHAPES)}")
+    return TinyModelSpec(seed=seed, **SHAPES[shape])
 
 
 def _tokenizer_corpus(seed: int, extra_texts: list[str] | None = None) -> list[str]:
@@ -86,18 +109,24 @@ def build_tokenizer(out_dir: str | Path | None = None, vocab_size: int = 2048, s
     return fast
 
 
-def build_tiny_model(out_dir: str | Path, spec: TinyModelSpec | None = None, tokenizer_texts=None) -> Path:
-    """Write a random-init Qwen3-architecture causal LM and its tokenizer to `out_dir`; return the path."""
+def build_tiny_model(
+    out_dir: str | Path, spec: TinyModelSpec | None = None, tokenizer_texts=None, device: str | None = None
+) -> Path:
+    """Write a random-init Qwen3-architecture causal LM and its tokenizer to `out_dir`; return the path.
+
+    The tokenizer is always the small local BPE one; a larger `spec.vocab_size` (real shapes) only leaves embedding
+    rows unused. `device="cuda"` initialises big shapes on the GPU (seconds instead of minutes).
+    """
     import torch
     from transformers import GenerationConfig, Qwen3Config, Qwen3ForCausalLM
 
     spec = spec or TinyModelSpec()
     out_dir = Path(out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)
-    tokenizer = build_tokenizer(out_dir, spec.vocab_size, spec.seed, tokenizer_texts)
+    tokenizer = build_tokenizer(out_dir, min(spec.vocab_size, 2048), spec.seed, tokenizer_texts)
     torch.manual_seed(spec.seed)
     config = Qwen3Config(
-        vocab_size=len(tokenizer),
+        vocab_size=max(len(tokenizer), spec.vocab_size),
         hidden_size=spec.hidden_size,
         intermediate_size=spec.intermediate_size,
         num_hidden_layers=spec.num_hidden_layers,
@@ -105,13 +134,14 @@ def build_tiny_model(out_dir: str | Path, spec: TinyModelSpec | None = None, tok
         num_key_value_heads=spec.num_key_value_heads,
         head_dim=spec.head_dim,
         max_position_embeddings=spec.max_position_embeddings,
-        tie_word_embeddings=True,
+        tie_word_embeddings=spec.tie_word_embeddings,
         eos_token_id=tokenizer.eos_token_id,
         pad_token_id=tokenizer.pad_token_id,
         bos_token_id=None,
         dtype=spec.dtype,
     )
-    model = Qwen3ForCausalLM(config).to(getattr(torch, spec.dtype))
+    with torch.device(device or "cpu"):
+        model = Qwen3ForCausalLM(config).to(getattr(torch, spec.dtype))
     model.generation_config = GenerationConfig(
         eos_token_id=tokenizer.eos_token_id, pad_token_id=tokenizer.pad_token_id, do_sample=True
     )

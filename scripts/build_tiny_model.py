@@ -1,6 +1,7 @@
 """Build the tiny random-init Qwen3 model + local tokenizer used by the CPU demo and tests (no network).
 
     python scripts/build_tiny_model.py --out outputs/tiny-model [--layers 2 --hidden 128 --vocab 2048] [--force]
+    python scripts/build_tiny_model.py --shape qwen3-8b --out /tmp/qwen3-8b-random --device cuda   # real shapes
 """
 
 from __future__ import annotations
@@ -11,7 +12,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from arc_trl.tiny_model import TinyModelSpec, build_tiny_model  # noqa: E402
+from arc_trl.tiny_model import SHAPES, TinyModelSpec, build_tiny_model, shape_spec  # noqa: E402
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -24,13 +25,15 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--kv-heads", type=int, default=TinyModelSpec.num_key_value_heads)
     parser.add_argument("--vocab", type=int, default=TinyModelSpec.vocab_size)
     parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--shape", choices=sorted(SHAPES), help="a real Qwen3 shape (overrides the size flags)")
+    parser.add_argument("--device", default=None, help="where to initialise the weights (cuda for big shapes)")
     parser.add_argument("--force", action="store_true", help="rebuild even if the folder already holds a model")
     args = parser.parse_args(argv)
     out = Path(args.out)
     if (out / "config.json").exists() and not args.force:
         print(f"[tiny-model] {out} already exists (use --force to rebuild)")
         return
-    spec = TinyModelSpec(
+    spec = shape_spec(args.shape, args.seed) if args.shape and args.shape != "tiny" else TinyModelSpec(
         vocab_size=args.vocab,
         hidden_size=args.hidden,
         intermediate_size=args.intermediate,
@@ -39,7 +42,7 @@ def main(argv: list[str] | None = None) -> None:
         num_key_value_heads=args.kv_heads,
         seed=args.seed,
     )
-    build_tiny_model(out, spec)
+    build_tiny_model(out, spec, device=args.device)
     print(f"[tiny-model] wrote {out}")
 
 

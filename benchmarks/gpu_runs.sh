@@ -1,0 +1,40 @@
+#!/usr/bin/env bash
+# The GPU validation runs behind docs/benchmarks.md ("GPU"). Run from the repo root on a GPU machine with torch,
+# transformers, accelerate and peft; missing wheels (trl, datasets, deepspeed, ...) are installed from .whl/ if present.
+#   bash benchmarks/gpu_runs.sh small OUTDIR   # 1 GPU vs ZeRO-2 vs ZeRO-3 (2 GPUs), Qwen3-0.6B shape, + full-loop runs
+#   bash benchmarks/gpu_runs.sh 8b OUTDIR      # Qwen3-8B shape, LoRA + gradient checkpointing, 1 GPU, + full-loop run
+set -uo pipefail
+phase=${1:?small or 8b}; out=${2:?output dir}; mkdir -p "$out"
+export PYTHONUNBUFFERED=1 TOKENIZERS_PARALLELISM=false WANDB_MODE=disabled NCCL_NVLS_ENABLE=0
+if ls .whl/*.whl >/dev/null 2>&1; then
+  python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site .whl/*.whl || exit 1
+  export PYTHONPATH=/tmp/site:$PWD
+fi
+export PYTHONPATH=${PYTHONPATH:-}:$PWD
+ngpu=$(python3 -c 'import torch; print(torch.cuda.device_count())')
+echo "== $(date -u) $(nvidia-smi --query-gpu=name --format=csv,noheader | head -1) x$ngpu"
+run() { local name=$1; shift; echo "== $name: $*"; local t=$SECONDS; "$@" > "$out/$name.log" 2>&1; local rc=$?;
+        echo "   rc=$rc in $((SECONDS - t)) s"; tail -3 "$out/$name.log" | cut -c1-300; }
+bench=benchmarks/gpu_trainer_bench.py
+if [ "$phase" = small ]; then
+  common=(--shape qwen3-0.6b --seq-len 2048 --global-batch 16 --micro-batch 4 --steps 5 --gradient-checkpointing)
+  run bench_1gpu  env CUDA_VISIBLE_DEVICES=0 python3 -m accelerate.commands.launch --config_file accelerate_configs/single_gpu.yaml $bench "${common[@]}" --out "$out/bench_1gpu.json"
+  run bench_zero2 python3 -m accelerate.commands.launch --config_file accelerate_configs/zero2.yaml --num_processes 2 $bench "${common[@]}" --out "$out/bench_zero2.json"
+  run bench_zero3 python3 -m accelerate.commands.launch --config_file accelerate_configs/zero3.yaml --num_processes 2 $bench "${common[@]}" --out "$out/bench_zero3.json"
+  python3 scripts/build_tiny_model.py --shape qwen3-0.6b --out /tmp/qwen3-0.6b --device cuda > /dev/null
+  python3 scripts/build_tiny_model.py --shape qwen3-0.6b --seed 1 --out /tmp/qwen3-0.6b-teacher --device cuda > /dev/null
+  for z in zero2 zero3; do
+    run train_$z python3 -m accelerate.commands.launch --config_file accelerate_configs/$z.yaml --num_processes 2 scripts/train.py \
+      --config configs/gpu/qwen3-0.6b-smoke.yaml --output_dir /tmp/runs/smoke-$z --per_device_train_batch_size 4
+    cp /tmp/runs/smoke-$z/trainer_state.json "$out/train_${z}_state.json" 2>/dev/null
+  done
+else
+  run bench_8b_lora python3 -m accelerate.commands.launch --config_file accelerate_configs/single_gpu.yaml $bench --shape qwen3-8b --lora \
+    --gradient-checkpointing --seq-len 4096 --global-batch 16 --micro-batch 4 --steps 4 --out "$out/bench_8b_lora.json"
+  python3 scripts/build_tiny_model.py --shape qwen3-8b --out /tmp/qwen3-8b --device cuda > /dev/null
+  run train_8b_lora python3 -m accelerate.commands.launch --config_file accelerate_configs/single_gpu.yaml scripts/train.py \
+    --config configs/gpu/qwen3-8b-lora-smoke.yaml
+  cp /tmp/runs/qwen3-8b-lora-smoke/trainer_state.json "$out/train_8b_lora_state.json" 2>/dev/null
+  run unsloth_guard python3 -c "from arc_trl.unsloth_support import check_unsloth_available as c; c()"
+fi
+nvidia-smi --query-gpu=memory.used,memory.total --format=csv
