@@ -12,21 +12,29 @@ if ls .whl/*.whl >/dev/null 2>&1; then
 fi
 export PYTHONPATH=${PYTHONPATH:-}:$PWD
 ngpu=$(python3 -c 'import torch; print(torch.cuda.device_count())')
+python3 -c "import torch, transformers, accelerate, peft, trl, deepspeed, datasets; print(torch.__version__, transformers.__version__, accelerate.__version__, peft.__version__, trl.__version__, deepspeed.__version__, datasets.__version__)"
 echo "== $(date -u) $(nvidia-smi --query-gpu=name --format=csv,noheader | head -1) x$ngpu"
-run() { local name=$1; shift; echo "== $name: $*"; local t=$SECONDS; "$@" > "$out/$name.log" 2>&1; local rc=$?;
+run() { local name=$1; shift; echo "== $name: $*"; local t=$SECONDS; timeout ${RUN_TIMEOUT:-240} "$@" > "$out/$name.log" 2>&1; local rc=$?;
         echo "   rc=$rc in $((SECONDS - t)) s"; tail -3 "$out/$name.log" | cut -c1-300; }
 bench=benchmarks/gpu_trainer_bench.py
 if [ "$phase" = small ]; then
   common=(--shape qwen3-0.6b --seq-len 2048 --global-batch 16 --micro-batch 4 --steps 5 --gradient-checkpointing)
   run bench_1gpu  env CUDA_VISIBLE_DEVICES=0 python3 -m accelerate.commands.launch --config_file accelerate_configs/single_gpu.yaml $bench "${common[@]}" --out "$out/bench_1gpu.json"
-  run bench_zero2 python3 -m accelerate.commands.launch --config_file accelerate_configs/zero2.yaml --num_processes 2 $bench "${common[@]}" --out "$out/bench_zero2.json"
-  run bench_zero3 python3 -m accelerate.commands.launch --config_file accelerate_configs/zero3.yaml --num_processes 2 $bench "${common[@]}" --out "$out/bench_zero3.json"
+  for n in 2 4; do
+    [ "$ngpu" -ge $n ] || continue
+    for z in zero2 zero3; do
+      run bench_${z}_x$n python3 -m accelerate.commands.launch --config_file accelerate_configs/$z.yaml --num_processes $n \
+        $bench "${common[@]}" --out "$out/bench_${z}_x$n.json"
+    done
+  done
   python3 scripts/build_tiny_model.py --shape qwen3-0.6b --out /tmp/qwen3-0.6b --device cuda > /dev/null
   python3 scripts/build_tiny_model.py --shape qwen3-0.6b --seed 1 --out /tmp/qwen3-0.6b-teacher --device cuda > /dev/null
   for z in zero2 zero3; do
-    run train_$z python3 -m accelerate.commands.launch --config_file accelerate_configs/$z.yaml --num_processes 2 scripts/train.py \
-      --config configs/gpu/qwen3-0.6b-smoke.yaml --output_dir /tmp/runs/smoke-$z --per_device_train_batch_size 4
-    cp /tmp/runs/smoke-$z/trainer_state.json "$out/train_${z}_state.json" 2>/dev/null
+    n=$([ "$z" = zero3 ] && [ "$ngpu" -ge 4 ] && echo 4 || echo 2)
+    run train_${z}_x$n python3 -m accelerate.commands.launch --config_file accelerate_configs/$z.yaml --num_processes $n \
+      scripts/train.py --config configs/gpu/qwen3-0.6b-smoke.yaml --output_dir /tmp/runs/smoke-$z \
+      --per_device_train_batch_size $((16 / n))
+    cp /tmp/runs/smoke-$z/trainer_state.json "$out/train_${z}_x${n}_state.json" 2>/dev/null
   done
 else
   run bench_8b_lora python3 -m accelerate.commands.launch --config_file accelerate_configs/single_gpu.yaml $bench --shape qwen3-8b --lora \
