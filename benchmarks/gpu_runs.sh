@@ -37,6 +37,7 @@ if [ "$phase" = small ]; then
     cp /tmp/runs/smoke-$z/trainer_state.json "$out/train_${z}_x${n}_state.json" 2>/dev/null
   done
 else
+  export CUDA_VISIBLE_DEVICES=0  # single-GPU runs: one visible GPU (else Trainer falls back to DataParallel)
   run bench_8b_lora python3 -m accelerate.commands.launch --config_file accelerate_configs/single_gpu.yaml $bench --shape qwen3-8b --lora \
     --gradient-checkpointing --seq-len 4096 --global-batch 16 --micro-batch 4 --steps 4 --out "$out/bench_8b_lora.json"
   python3 scripts/build_tiny_model.py --shape qwen3-8b --out /tmp/qwen3-8b --device cuda > /dev/null

@@ -35,22 +35,41 @@ def _done(value) -> Future:
 class LocalTeacher:
     """A frozen causal LM loaded next to the trainer (small teachers, tests). Uses TRL's fused log-prob LM head."""
 
-    def __init__(self, model, pad_token_id: int, temperature: float = 1.0, batch_size: int = 8) -> None:
+    def __init__(
+        self, model, pad_token_id: int, temperature: float = 1.0, batch_size: int = 8, accelerator=None
+    ) -> None:
+        """`accelerator`: under DeepSpeed/FSDP the teacher is wrapped like TRL's reference model (ZeRO-3 keeps it
+        partitioned and gathers layers in its forward); otherwise it is moved to the accelerator's device."""
         from trl.trainer.utils import add_fused_lm_head
 
-        self.model = model.eval()
-        for p in self.model.parameters():
+        model.eval()
+        for p in model.parameters():
             p.requires_grad_(False)
-        add_fused_lm_head(self.model, temperature=temperature)
+        add_fused_lm_head(model, temperature=temperature)  # before any wrapping: it patches model.forward
+        if accelerator is not None:
+            from accelerate.utils import DistributedType
+
+            if accelerator.distributed_type == DistributedType.DEEPSPEED:
+                from trl.models import prepare_deepspeed
+
+                model = prepare_deepspeed(model, accelerator)
+            elif accelerator.distributed_type == DistributedType.FSDP:
+                from trl.models import prepare_fsdp
+
+                model = prepare_fsdp(model, accelerator)
+            else:
+                model = model.to(accelerator.device)
+        self.model = model
         self.pad_token_id = pad_token_id
         self.batch_size = batch_size
+        self.device = accelerator.device if accelerator is not None else next(model.parameters()).device
 
     @classmethod
-    def from_pretrained(cls, path: str, pad_token_id: int, device, dtype=None, **kwargs) -> "LocalTeacher":
+    def from_pretrained(cls, path: str, pad_token_id: int, dtype=None, accelerator=None, **kwargs) -> "LocalTeacher":
         from transformers import AutoModelForCausalLM
 
-        model = AutoModelForCausalLM.from_pretrained(path, dtype=dtype or "auto").to(device)
-        return cls(model, pad_token_id, **kwargs)
+        model = AutoModelForCausalLM.from_pretrained(path, dtype=dtype or "auto")
+        return cls(model, pad_token_id, accelerator=accelerator, **kwargs)
 
     @torch.no_grad()
     def _forward(self, ids, att):
@@ -58,8 +77,9 @@ class LocalTeacher:
         return self.model(input_ids=ids, attention_mask=att, labels=labels, fused_lm_head=True).log_probs
 
     def score(self, sequences, prompt_lengths):
-        device = next(self.model.parameters()).device
-        return _completion_logps(self._forward, sequences, prompt_lengths, self.batch_size, self.pad_token_id, device)
+        return _completion_logps(
+            self._forward, sequences, prompt_lengths, self.batch_size, self.pad_token_id, self.device
+        )
 
     def submit(self, sequences, prompt_lengths) -> Future:
         return _done(self.score(sequences, prompt_lengths))

@@ -111,7 +111,7 @@ class ArcGRPOTrainer(GRPOTrainer):
             return LocalTeacher.from_pretrained(
                 arc.teacher_model,
                 pad_token_id=self.processing_class.pad_token_id,
-                device=self.accelerator.device,
+                accelerator=self.accelerator,
                 dtype=self.model.dtype,
                 temperature=self.temperature,
                 batch_size=arc.teacher_batch_size,
@@ -234,7 +234,8 @@ class ArcGRPOTrainer(GRPOTrainer):
         for i, row in enumerate(scores):
             if row:
                 teacher_logps[i, : len(row)] = torch.tensor(row, dtype=torch.float32, device=completion_ids.device)
-        student_logps = self._student_logps(output).detach()
+        # with device_map="auto" a model's last layer (hence its log-probs) can sit on another GPU than the batch
+        student_logps = self._student_logps(output).detach().to(completion_ids.device)
         mask = self._loss_mask(output)
         clip = arc.teacher_logprob_clip
         if arc.teacher_loss == "advantage":
