@@ -10,8 +10,11 @@ export WANDB_MODE ?= offline
 setup:
 	@bash scripts/setup_env.sh
 
+# Main job on the embedded default: tiny local Qwen3 -> short SFT warm start on synthetic reference episodes (so it
+# writes code) -> GRPO on bundled ARC-AGI-1 tasks with colocated vLLM (CPU), sandboxed REPL episodes, a checkpoint.
 demo: setup
 	$(PY) scripts/build_tiny_model.py --out outputs/tiny-model
+	test -f outputs/tiny-sft/model.safetensors || $(PY) scripts/sft.py --config configs/sft-tiny-cpu.yaml
 	$(PY) scripts/train.py --config configs/tiny-cpu.yaml
 
 test: setup

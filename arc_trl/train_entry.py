@@ -147,6 +147,11 @@ def model_init_kwargs(model_args: ModelConfig, trust_remote_code: bool = False) 
 def summarise(trainer, started: float) -> dict:
     """A short run summary from the trainer's log history (also written to output_dir/run_summary.json)."""
     history = [h for h in trainer.state.log_history if "reward" in h]
+
+    def mean_of(key):
+        values = [h[key] for h in history if h.get(key) is not None]
+        return round(sum(values) / len(values), 4) if values else None
+
     summary = {
         "global_step": trainer.state.global_step,
         "seconds": round(time.time() - started, 1),
@@ -154,6 +159,10 @@ def summarise(trainer, started: float) -> dict:
         "first_reward": history[0]["reward"] if history else None,
         "last_reward": history[-1]["reward"] if history else None,
         "mean_reward": sum(h["reward"] for h in history) / len(history) if history else None,
+        "code_found_rate": mean_of("episode/code_found_rate"),
+        "submit_rate": mean_of("episode/submit_rate"),
+        "sandbox_error_rate": mean_of("sandbox/error_rate"),
+        "turns_per_episode": mean_of("episode/turns"),
         "last_log": history[-1] if history else None,
     }
     return summary
@@ -197,6 +206,12 @@ def main(argv: list[str] | None = None) -> dict | None:
         processing_class=tokenizer,
         peft_config=peft_config,
     )
+    if arc.eval_every_steps > 0:
+        from arc_trl.eval.callback import ArcEvalCallback
+
+        if eval_dataset is None:
+            raise SystemExit("error: eval_every_steps > 0 needs eval_dataset (the held-out tasks to play)")
+        trainer.add_callback(ArcEvalCallback.from_config(trainer, eval_dataset))
     os.makedirs(args.output_dir, exist_ok=True)
     with open(os.path.join(args.output_dir, "arc_trl_config.json"), "w") as f:
         json.dump(resolved_config(arc, args, model_args), f, indent=2, default=str)
@@ -217,6 +232,8 @@ def main(argv: list[str] | None = None) -> dict | None:
             json.dump(summary, f, indent=2, default=str)
         print(
             f"[arc-trl] done: {summary['global_step']} steps in {summary['seconds']} s; reward "
-            f"{summary['first_reward']} -> {summary['last_reward']}; model saved to {args.output_dir}"
+            f"{summary['first_reward']} -> {summary['last_reward']}; episodes: {summary['turns_per_episode']} turns, "
+            f"code in {summary['code_found_rate']}, SUBMIT in {summary['submit_rate']}, sandbox errors "
+            f"{summary['sandbox_error_rate']} of runs; model saved to {args.output_dir}"
         )
     return summary
