@@ -85,6 +85,22 @@ class ArcConfig:
     teacher_max_retries: int = field(default=3, metadata={"help": "Retries before a teacher server error is fatal."})
     teacher_batch_size: int = field(default=8, metadata={"help": "Sequences per teacher forward/request."})
 
+    # --- in-training evaluation on eval_dataset (arc_trl/eval/callback.py, docs/evaluation.md) -------------------
+    eval_every_steps: int = field(
+        default=0, metadata={"help": "Play the held-out tasks every this many optimizer steps (0: off)."}
+    )
+    eval_n_predictions: int = field(default=4, metadata={"help": "Attempts per held-out task (pass@k up to this k)."})
+    eval_max_tasks: int | None = field(
+        default=16, metadata={"help": "Held-out tasks per evaluation: the first ones of eval_dataset (None: all)."}
+    )
+    eval_temperature: float = field(default=1.0, metadata={"help": "Sampling temperature of the evaluation."})
+    eval_at_start: bool = field(
+        default=True, metadata={"help": "Also evaluate once before the first step (a baseline), when eval is on."}
+    )
+    eval_save_completions: bool = field(
+        default=True, metadata={"help": "Write each evaluation's attempts to output_dir/eval_arc/step_N.jsonl."}
+    )
+
     # --- launch layout (read by scripts/run_with_servers.py and the HTCondor wrapper; ignored by training) ------
     trainer_gpus: int = field(default=1, metadata={"help": "GPUs (processes) of the trainer under accelerate."})
     vllm_gpus: int | None = field(

@@ -100,9 +100,10 @@ def build_datasets(arc: ArcConfig, tokenizer, seed: int):
 
     template = load_template(arc.prompt_template, arc.agent_mode) if arc.prompt_template else None
 
-    def make(spec: str, augment: bool):
+    def make(spec: str, augment: bool, training: bool):
+        # task_ids / max_tasks select training tasks; the eval set is capped by eval_max_tasks in the callback
         try:
-            tasks = load_tasks(spec, ids=arc.task_ids)
+            tasks = load_tasks(spec, ids=arc.task_ids if training else None)
         except LookupError as exc:
             raise SystemExit(f"error: task_ids: {exc}") from exc
         dataset = build_dataset(
@@ -116,12 +117,12 @@ def build_datasets(arc: ArcConfig, tokenizer, seed: int):
             seed=seed,
             privileged=arc.teacher_privileged if arc.teacher_privileged != "none" else False,
         )
-        if arc.max_tasks and len(dataset) > arc.max_tasks:  # after the length filter: keep max_tasks prompts
+        if training and arc.max_tasks and len(dataset) > arc.max_tasks:  # after the length filter: keep max_tasks prompts
             dataset = dataset.select(range(arc.max_tasks))
         return dataset
 
-    train = make(arc.dataset, arc.augment)
-    evaluation = make(arc.eval_dataset, False) if arc.eval_dataset else None
+    train = make(arc.dataset, arc.augment, training=True)
+    evaluation = make(arc.eval_dataset, False, training=False) if arc.eval_dataset else None
     if len(train) == 0:
         raise SystemExit(f"error: no training task left from {arc.dataset} (check max_prompt_tokens / task_ids)")
     return train, evaluation

@@ -19,6 +19,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))  # run from a ch
 # name -> (module, help)
 SUBCOMMANDS: dict[str, tuple[str, str]] = {
     "score": ("arc_trl.eval.score", "replay completions in the sandbox and write metrics.json + per_attempt.jsonl"),
+    "generate": ("arc_trl.eval.generate", "sample attempts with the training agent (vLLM/transformers), then score"),
     "compare": ("arc_trl.eval.compare", "compare evaluation folders side by side (markdown table, pass@k)"),
     "submit": ("arc_trl.eval.submission", "vote per-attempt predictions into a Kaggle submission"),
 }

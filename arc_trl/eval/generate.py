@@ -408,12 +408,24 @@ def build_generator(args, tokenizer, eos_ids: list[int], max_model_len: int, sta
         folder = Path(stack.enter_context(tempfile.TemporaryDirectory(prefix="arc_trl_merged_")))
         model = str(merge_adapter_to(args.model, args.adapter, args.dtype, folder, tokenizer))
     llm = LLM(
-        model=model, dtype=args.dtype, max_model_len=max_model_len, seed=args.seed,
+        model=model, dtype=vllm_dtype(args.model, args.dtype), max_model_len=max_model_len, seed=args.seed,
         enforce_eager=args.enforce_eager, gpu_memory_utilization=args.gpu_memory_utilization,
         tensor_parallel_size=args.tensor_parallel_size, enable_prefix_caching=True,
     )
     stack.callback(shutdown_engine, llm)
     return VLLMGenerator(llm, eos_ids, stop_token_ids=list(eos_ids), **sampling)
+
+
+def vllm_dtype(model: str, dtype: str) -> str:
+    """`auto` becomes the checkpoint's own dtype: vLLM's `auto` downcasts float32 checkpoints (to bfloat16 on CPU,
+    float16 on GPU), which would sample from another model than the one trained in float32."""
+    if dtype != "auto":
+        return dtype
+    from transformers import AutoConfig
+
+    saved = getattr(AutoConfig.from_pretrained(model), "dtype", None)
+    name = str(saved).removeprefix("torch.") if saved is not None else "auto"
+    return name if name in ("float32", "bfloat16", "float16") else "auto"
 
 
 def shutdown_engine(llm) -> None:
@@ -429,30 +441,34 @@ def shutdown_engine(llm) -> None:
 
 def generate_attempts(jobs: list[Job], prompts: list[list[dict]], generator, tokenizer, pool, settings,
                       template_kwargs: dict, batch_size: int, write: Callable[[dict[str, Any]], None],
-                      progress: bool = True) -> dict[str, float]:
-    """Play every job's episode (`batch_size` episodes at a time) and `write` each record as soon as it ends."""
+                      stats: dict[str, Any], progress: bool = True) -> None:
+    """Play every job's episode (`batch_size` episodes at a time) and `write` each record as soon as it ends.
+
+    `stats` (attempts, model_tokens, seconds, model_tokens_per_s) is kept up to date, also when this raises."""
     from tqdm import tqdm
 
     from arc_trl.rollout import run_episodes
 
-    stats = {"attempts": 0, "model_tokens": 0, "seconds": 0.0}
+    stats.update(attempts=0, model_tokens=0)
     start = time.perf_counter()
-    with tqdm(total=len(jobs), desc="generating", unit="attempt", disable=not progress, file=sys.stderr) as bar:
-        for first in range(0, len(jobs), batch_size):
-            batch, batch_prompts = jobs[first : first + batch_size], prompts[first : first + batch_size]
+    try:
+        with tqdm(total=len(jobs), desc="generating", unit="attempt", disable=not progress, file=sys.stderr) as bar:
+            for first in range(0, len(jobs), batch_size):
+                batch, batch_prompts = jobs[first : first + batch_size], prompts[first : first + batch_size]
 
-            def on_finished(episodes, batch=batch, batch_prompts=batch_prompts):
-                for ep in episodes:
-                    write(episode_record(batch[ep.index], ep, batch_prompts[ep.index]))
-                    stats["attempts"] += 1
-                    stats["model_tokens"] += ep.num_model_tokens
-                bar.update(len(episodes))
+                def on_finished(episodes, batch=batch, batch_prompts=batch_prompts):
+                    for ep in episodes:
+                        write(episode_record(batch[ep.index], ep, batch_prompts[ep.index]))
+                        stats["attempts"] += 1
+                        stats["model_tokens"] += ep.num_model_tokens
+                    bar.update(len(episodes))
 
-            run_episodes([j.task for j in batch], batch_prompts, generator, tokenizer, pool, settings,
-                         template_kwargs, on_finished=on_finished)
-    stats["seconds"] = round(time.perf_counter() - start, 3)
-    stats["model_tokens_per_s"] = round(stats["model_tokens"] / stats["seconds"], 1) if stats["seconds"] else None
-    return stats
+                run_episodes([j.task for j in batch], batch_prompts, generator, tokenizer, pool, settings,
+                             template_kwargs, on_finished=on_finished)
+    finally:
+        seconds = time.perf_counter() - start
+        stats["seconds"] = round(seconds, 3)
+        stats["model_tokens_per_s"] = round(stats["model_tokens"] / seconds, 1) if seconds > 0 else None
 
 
 def score_folder(output_dir: Path, tasks: list[ArcTask], n_predictions: int, dataset: str, agent_mode: str,
@@ -488,107 +504,141 @@ def select_tasks(args: argparse.Namespace) -> list[ArcTask]:
         raise GenerateInputError(f"--task-ids: {e}") from None
     except (OSError, ValueError) as e:  # TaskValidationError is a ValueError
         raise GenerateInputError(f"cannot load dataset {args.dataset!r}: {e}") from None
-    return tasks[: args.max_tasks] if args.max_tasks else tasks
+    return tasks
+
+
+@dataclass
+class Plan:
+    """Everything a run needs, checked before any model is loaded."""
+
+    args: argparse.Namespace
+    output_dir: Path
+    tasks: list[ArcTask]
+    jobs: list[Job]
+    tokenizer: Any
+    template: Any  # PromptTemplate
+    template_choice: str
+    template_kwargs: dict[str, Any]
+    sandbox_config: Any  # SandboxConfig
+    sampling: dict[str, Any]  # the content of sampling.json
+
+    @property
+    def completions(self) -> Path:
+        return self.output_dir / COMPLETIONS_FILE
+
+
+def prepare(args: argparse.Namespace) -> Plan:
+    """Resolve the options, load tasks and tokenizer, check the folder, list the missing attempts.
+
+    Raises GenerateInputError."""
+    from arc_trl.chat_template import prompt_ids
+    from arc_trl.data import load_template, render_messages
+    from arc_trl.sandbox import SandboxConfig
+
+    args = resolve_options(args)
+    if args.batch_size is None:
+        args.batch_size = 128 if args.backend == "vllm" else 8
+    output_dir = Path(args.output_dir)
+    if output_dir.exists() and not output_dir.is_dir():
+        raise GenerateInputError(f"--output-dir {output_dir} exists and is not a folder")
+    output_dir.mkdir(parents=True, exist_ok=True)
+    try:
+        sandbox_config = SandboxConfig(timeout_s=args.timeout_s, memory_mb=args.memory_mb,
+                                       max_output_chars=args.max_output_chars)
+        template = load_template(args.prompt_template, args.agent_mode)
+    except (ValueError, OSError) as e:
+        raise GenerateInputError(str(e)) from None
+    tasks = select_tasks(args)
+    try:
+        tokenizer, template_choice = load_tokenizer(args.model, args.chat_template)
+    except (OSError, ValueError) as e:
+        raise GenerateInputError(f"cannot load the tokenizer of {args.model!r}: {e}") from None
+    template_kwargs = args.chat_template_kwargs or {}
+    existing = read_completions_file(output_dir / COMPLETIONS_FILE)
+    sampling = check_settings(output_dir, matched_settings(args, tokenizer), has_attempts=bool(existing))
+    if args.max_prompt_tokens:
+        def length(task: ArcTask) -> int:
+            return len(prompt_ids(tokenizer, render_messages(task, args.agent_mode, template), **template_kwargs))
+
+        kept = [t for t in tasks if length(t) <= args.max_prompt_tokens]
+        if not kept:
+            raise GenerateInputError(f"every task's prompt is longer than --max-prompt-tokens {args.max_prompt_tokens}")
+        if len(kept) < len(tasks):
+            print(f"[generate] {len(tasks) - len(kept)} task(s) dropped: prompt longer than {args.max_prompt_tokens} "
+                  "tokens", file=sys.stderr)
+        tasks = kept
+    tasks = tasks[: args.max_tasks] if args.max_tasks else tasks  # after the length filter, as in training
+    done = {(r["task_id"], r["attempt"]) for r in existing}
+    jobs = plan_jobs(tasks, args.n_predictions, done, args.augment, args.seed)
+    return Plan(args, output_dir, tasks, jobs, tokenizer, template, template_choice, template_kwargs, sandbox_config,
+                sampling)
+
+
+def generate(plan: Plan) -> dict[str, Any]:
+    """Generate the plan's missing attempts into completions.jsonl; returns this run's entry of sampling.json."""
+    from arc_trl.chat_template import prompt_ids
+    from arc_trl.data import render_messages
+    from arc_trl.rollout import RolloutSettings
+    from arc_trl.sandbox import SandboxPool
+
+    args, tokenizer = plan.args, plan.tokenizer
+    prompts = [render_messages(job.task, args.agent_mode, plan.template) for job in plan.jobs]
+    longest = max(len(prompt_ids(tokenizer, p, **plan.template_kwargs)) for p in prompts)
+    max_model_len = args.max_model_len or longest + args.max_completion_length
+    run: dict[str, Any] = {
+        "started": datetime.datetime.now().isoformat(timespec="seconds"), "seed": args.seed, "backend": args.backend,
+        "n_predictions": args.n_predictions, "n_tasks": len(plan.tasks), "max_model_len": max_model_len,
+        "chat_template_choice": plan.template_choice, "argv": sys.argv,
+        "versions": package_versions(args.backend, args.adapter is not None), "completed": False,
+    }
+    plan.sampling["runs"].append(run)
+    write_json(plan.output_dir / SAMPLING_FILE, plan.sampling)
+    rollout = RolloutSettings(args.agent_mode, args.max_turns, args.max_tokens_per_turn, args.max_completion_length)
+    with contextlib.ExitStack() as stack:
+        generator = build_generator(args, tokenizer, eos_token_ids(args.model, tokenizer), max_model_len, stack)
+        pool = stack.enter_context(SandboxPool(num_workers=args.workers, config=plan.sandbox_config))
+        out = stack.enter_context(open(plan.completions, "a", encoding="utf-8"))
+
+        def write(record: dict[str, Any]) -> None:
+            out.write(json.dumps(record) + "\n")
+            out.flush()
+
+        try:
+            generate_attempts(plan.jobs, prompts, generator, tokenizer, pool, rollout, plan.template_kwargs,
+                              args.batch_size, write, run, progress=not args.no_progress)
+            run["completed"] = True
+        finally:  # an interrupted run is recorded too
+            write_json(plan.output_dir / SAMPLING_FILE, plan.sampling)
+    return run
 
 
 def run_generate(args: argparse.Namespace) -> int:
-    """Run `generate`; returns the exit code (0 done, 2 bad arguments, inputs or output folder)."""
-    from arc_trl.chat_template import prompt_ids
-    from arc_trl.data import load_template, render_messages
-    from arc_trl.rollout import RolloutSettings
-    from arc_trl.sandbox import SandboxConfig, SandboxPool
-
+    """Run `generate`; returns the exit code (0 done, 2 bad arguments, inputs or output folder, 130 interrupted)."""
     started = time.perf_counter()
     try:
-        args = resolve_options(args)
-        if args.batch_size is None:
-            args.batch_size = 128 if args.backend == "vllm" else 8
-        output_dir = Path(args.output_dir)
-        if output_dir.exists() and not output_dir.is_dir():
-            raise GenerateInputError(f"--output-dir {output_dir} exists and is not a folder")
-        output_dir.mkdir(parents=True, exist_ok=True)
-        try:
-            sandbox_config = SandboxConfig(timeout_s=args.timeout_s, memory_mb=args.memory_mb,
-                                           max_output_chars=args.max_output_chars)
-            template = load_template(args.prompt_template, args.agent_mode)
-        except (ValueError, OSError) as e:
-            raise GenerateInputError(str(e)) from None
-        tasks = select_tasks(args)
-        try:
-            tokenizer, template_choice = load_tokenizer(args.model, args.chat_template)
-        except (OSError, ValueError) as e:
-            raise GenerateInputError(f"cannot load the tokenizer of {args.model!r}: {e}") from None
-        template_kwargs = args.chat_template_kwargs or {}
-        settings = matched_settings(args, tokenizer)
-        path = output_dir / COMPLETIONS_FILE
-        existing = read_completions_file(path)
-        sampling = check_settings(output_dir, settings, has_attempts=bool(existing))
-        done = {(r["task_id"], r["attempt"]) for r in existing}
-
-        def prompt_length(task: ArcTask) -> int:
-            return len(prompt_ids(tokenizer, render_messages(task, args.agent_mode, template), **template_kwargs))
-
-        if args.max_prompt_tokens:
-            kept = [t for t in tasks if prompt_length(t) <= args.max_prompt_tokens]
-            if len(kept) < len(tasks):
-                print(f"[generate] {len(tasks) - len(kept)} task(s) dropped: prompt longer than "
-                      f"{args.max_prompt_tokens} tokens", file=sys.stderr)
-            tasks = kept
-            if not tasks:
-                raise GenerateInputError(f"every task's prompt is longer than --max-prompt-tokens "
-                                         f"{args.max_prompt_tokens}")
-        jobs = plan_jobs(tasks, args.n_predictions, done, args.augment, args.seed)
+        plan = prepare(args)
+        args = plan.args
+        total = len(plan.tasks) * args.n_predictions
+        print(f"[generate] {len(plan.tasks)} tasks x {args.n_predictions} attempts: {len(plan.jobs)} to generate, "
+              f"{total - len(plan.jobs)} already in {plan.completions}; chat template: {plan.template_choice}",
+              file=sys.stderr)
+        if plan.jobs:
+            run = generate(plan)
+            print(f"[generate] {run['attempts']} attempts, {run['model_tokens']} model tokens in {run['seconds']} s "
+                  f"({run['model_tokens_per_s']} tokens/s)", file=sys.stderr)
+        elif not (plan.output_dir / SAMPLING_FILE).is_file():
+            write_json(plan.output_dir / SAMPLING_FILE, plan.sampling)
+        if not args.no_score:
+            score_folder(plan.output_dir, plan.tasks, args.n_predictions, args.dataset, args.agent_mode, args.workers,
+                         plan.sandbox_config, progress=not args.no_progress)
     except GenerateInputError as e:
         print(f"error: {e}", file=sys.stderr)
         return 2
-    print(f"[generate] {len(tasks)} tasks x {args.n_predictions} attempts: {len(jobs)} to generate "
-          f"({len(tasks) * args.n_predictions - len(jobs)} already in {path}); chat template: {template_choice}",
-          file=sys.stderr)
-
-    if jobs:
-        prompts = [render_messages(job.task, args.agent_mode, template) for job in jobs]
-        longest = max(len(prompt_ids(tokenizer, p, **template_kwargs)) for p in prompts)
-        max_model_len = args.max_model_len or longest + args.max_completion_length
-        run = {"started": datetime.datetime.now().isoformat(timespec="seconds"), "seed": args.seed,
-               "backend": args.backend, "n_predictions": args.n_predictions, "n_tasks": len(tasks),
-               "max_model_len": max_model_len, "chat_template_choice": template_choice,
-               "versions": package_versions(args.backend, args.adapter is not None), "argv": sys.argv}
-        sampling["runs"].append(run)
-        write_json(output_dir / SAMPLING_FILE, sampling)
-        rollout = RolloutSettings(args.agent_mode, args.max_turns, args.max_tokens_per_turn,
-                                  args.max_completion_length)
-        with contextlib.ExitStack() as stack:
-            try:
-                generator = build_generator(args, tokenizer, eos_token_ids(args.model, tokenizer), max_model_len,
-                                            stack)
-            except GenerateInputError as e:
-                print(f"error: {e}", file=sys.stderr)
-                return 2
-            pool = stack.enter_context(SandboxPool(num_workers=args.workers, config=sandbox_config))
-            out = stack.enter_context(open(path, "a", encoding="utf-8"))
-
-            def write(record: dict[str, Any]) -> None:
-                out.write(json.dumps(record) + "\n")
-                out.flush()
-
-            stats = generate_attempts(jobs, prompts, generator, tokenizer, pool, rollout, template_kwargs,
-                                      args.batch_size, write, progress=not args.no_progress)
-        run.update(stats)
-        write_json(output_dir / SAMPLING_FILE, sampling)
-        print(f"[generate] {stats['attempts']} attempts, {stats['model_tokens']} model tokens in {stats['seconds']} s "
-              f"({stats['model_tokens_per_s']} tokens/s)", file=sys.stderr)
-    elif not (output_dir / SAMPLING_FILE).is_file():
-        write_json(output_dir / SAMPLING_FILE, sampling)
-
-    if args.no_score:
-        return 0
-    try:
-        score_folder(output_dir, tasks, args.n_predictions, args.dataset, args.agent_mode, args.workers,
-                     sandbox_config, progress=not args.no_progress)
-    except GenerateInputError as e:
-        print(f"error: {e}", file=sys.stderr)
-        return 2
-    print(f"[generate] done in {time.perf_counter() - started:.1f} s; wrote {output_dir}", file=sys.stderr)
+    except KeyboardInterrupt:
+        print(f"\ninterrupted: the attempts finished so far are saved in {args.output_dir}/{COMPLETIONS_FILE}; rerun "
+              "the same command to generate the rest", file=sys.stderr)
+        return 130
+    print(f"[generate] done in {time.perf_counter() - started:.1f} s: {args.output_dir}", file=sys.stderr)
     return 0
 
 
@@ -625,7 +675,7 @@ def add_generate_arguments(parser: argparse.ArgumentParser) -> argparse.Argument
       help="each attempt sees a random dihedral + colour augmentation of its task (fixed per seed/task/attempt)")
     p("--backend", choices=BACKENDS, default="vllm", help="vllm (default) or transformers")
     p("--batch-size", type=int, default=None, help="episodes generated together (default: vllm 128, transformers 8)")
-    p("--max-tasks", type=int, default=None, help="only the first K tasks (sorted by id)")
+    p("--max-tasks", type=int, default=None, help="only the first K tasks (sorted by id, after --max-prompt-tokens)")
     p("--task-ids", nargs="+", default=None, help="only these task ids")
     p("--seed", type=int, default=0, help="sampling seed, also of the augmentations (default 0)")
     p("--workers", type=int, default=min(4, os.cpu_count() or 1), help="sandbox processes (default min(4, CPUs))")
