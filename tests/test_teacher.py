@@ -193,3 +193,40 @@ def test_overlapping_teacher_is_called_while_the_rollout_runs(tiny_model_dir, me
     finally:
         trainer.close()
         pool.shutdown()
+
+
+def test_base_model_teacher_needs_lora(tiny_model_dir, tmp_path):
+    from test_trainer import _trainer
+
+    with pytest.raises(ValueError, match="teacher_backend=base needs a LoRA"):
+        _trainer(tiny_model_dir, tmp_path, teacher_backend="base", teacher_tau=1.0)
+
+
+def test_base_model_teacher_with_lora_is_the_frozen_base(tiny_model_dir, tmp_path):
+    """teacher_backend=base: the LoRA student's own base model (adapter disabled) is the teacher, so with a fresh
+    (zero-initialised) adapter the teacher and student log-probs coincide and teacher_kl is 0."""
+    from peft import LoraConfig
+    from trl import GRPOConfig, ModelConfig
+
+    from arc_trl.config import ArcConfig
+    from arc_trl.data import build_dataset, load_tasks
+    from arc_trl.teacher import BaseModelTeacher
+    from arc_trl.train_entry import load_tokenizer
+    from arc_trl.trainer import ArcGRPOTrainer
+
+    arc = ArcConfig(max_turns=1, max_tokens_per_turn=16, sandbox_workers=1, teacher_backend="base", teacher_tau=1.0)
+    args = GRPOConfig(output_dir=str(tmp_path / "lora"), per_device_train_batch_size=4, num_generations=2,
+                      max_completion_length=16, max_steps=1, use_cpu=True, bf16=False, report_to=[], beta=0.0)
+    tokenizer, _ = load_tokenizer(ModelConfig(model_name_or_path=str(tiny_model_dir)), arc)
+    dataset = build_dataset(load_tasks("arc-agi-1/train", ids=["6150a2bd", "67a3c6ac"]), "repl", tokenizer=tokenizer)
+    lora = LoraConfig(r=4, lora_alpha=8, target_modules=["q_proj", "v_proj"], task_type="CAUSAL_LM")
+    trainer = ArcGRPOTrainer(str(tiny_model_dir), args, arc, train_dataset=dataset, processing_class=tokenizer,
+                             peft_config=lora)
+    try:
+        assert isinstance(trainer.teacher, BaseModelTeacher)
+        trainer.model.train()
+        trainer._generate_and_score_completions([dataset[i] for i in (0, 0, 1, 1)])
+        assert abs(trainer._metrics["train"]["teacher_kl"][-1]) < 1e-4
+        assert trainer._metrics["train"]["teacher_missing_frac"][-1] == 0.0
+    finally:
+        trainer.close()

@@ -162,3 +162,10 @@ def test_tiny_cpu_config_end_to_end_with_colocated_vllm(memorized_model_dir, mem
     assert max(h["reward_max"] for h in logs) > 1.0  # some attempt produced valid outputs (barc ladder)
     assert max(h["episode/submit_rate"] for h in logs) > 0
     assert all(h["sampling/sampling_logp_difference/mean"] < 0.05 for h in logs)  # vLLM agrees with the trainer
+
+
+def test_unsloth_without_gpu_or_package_fails_clearly(tiny_model_dir, tmp_path):
+    from arc_trl.unsloth_support import UnslothUnavailableError
+
+    with pytest.raises(UnslothUnavailableError, match="needs a CUDA GPU|not installed"):
+        main(_argv(tiny_model_dir, tmp_path / "run", "--use_unsloth", "true", "--max_steps", "1"))
