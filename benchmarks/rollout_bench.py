@@ -11,7 +11,6 @@ from __future__ import annotations
 import argparse
 import os
 import sys
-import tempfile
 import time
 from pathlib import Path
 
@@ -32,23 +31,12 @@ def main() -> None:
     from transformers import AutoModelForCausalLM, AutoTokenizer
     from vllm import LLM
 
-    from arc_trl.chat_template import prompt_ids
-    from arc_trl.data import load_tasks, render_messages
     from arc_trl.rollout import TransformersGenerator, VLLMGenerator
-    from arc_trl.tiny_model import TinyModelSpec, build_tiny_model
+    from common import arc_prompts, build_bench_model
 
-    workdir = Path(tempfile.mkdtemp(prefix="rollout_bench_"))
-    spec = TinyModelSpec(num_hidden_layers=args.layers, hidden_size=args.hidden, intermediate_size=3 * args.hidden,
-                         num_attention_heads=args.hidden // 64, num_key_value_heads=max(1, args.hidden // 128))
-    model_dir = build_tiny_model(workdir / "model", spec)
+    model_dir = build_bench_model(args.layers, args.hidden, "rollout_bench_")
     tokenizer = AutoTokenizer.from_pretrained(model_dir)
-    prompts = []
-    for task in load_tasks("arc-agi-1/train"):
-        ids = prompt_ids(tokenizer, render_messages(task, "repl"))
-        if len(ids) <= args.prompt_tokens:
-            prompts.append(ids)
-        if len(prompts) == args.batch:
-            break
+    prompts = arc_prompts(tokenizer, args.batch, args.prompt_tokens)
     total_new = args.batch * args.new_tokens
     mean_prompt = sum(map(len, prompts)) / len(prompts)
     print(f"model: Qwen3 {args.layers} layers x {args.hidden} hidden ({sum(p.numel() for p in AutoModelForCausalLM.from_pretrained(model_dir).parameters()) / 1e6:.1f} M params); "

@@ -14,7 +14,6 @@ import os
 import socket
 import subprocess
 import sys
-import tempfile
 import time
 import urllib.request
 from pathlib import Path
@@ -54,19 +53,14 @@ def main() -> None:
     from transformers import AutoTokenizer
     from vllm import LLM
 
-    from arc_trl.chat_template import prompt_ids
-    from arc_trl.data import load_tasks, render_messages
     from arc_trl.rollout import VLLMGenerator
     from arc_trl.teacher import ServerTeacher
-    from arc_trl.tiny_model import TinyModelSpec, build_tiny_model
+    from common import arc_prompts, build_bench_model
 
-    workdir = Path(tempfile.mkdtemp(prefix="teacher_bench_"))
-    spec = TinyModelSpec(num_hidden_layers=args.layers, hidden_size=args.hidden, intermediate_size=3 * args.hidden,
-                         num_attention_heads=args.hidden // 64, num_key_value_heads=max(1, args.hidden // 128))
-    model_dir = build_tiny_model(workdir / "model", spec)
+    model_dir = build_bench_model(args.layers, args.hidden, "teacher_bench_")
+    workdir = model_dir.parent
     tokenizer = AutoTokenizer.from_pretrained(model_dir)
-    prompts = [ids for ids in (prompt_ids(tokenizer, render_messages(t, "repl")) for t in load_tasks("arc-agi-1/train"))
-               if len(ids) <= args.prompt_tokens][: args.batch]
+    prompts = arc_prompts(tokenizer, args.batch, args.prompt_tokens)
     max_len = args.prompt_tokens + args.new_tokens + 8
 
     with socket.socket() as s:

@@ -149,27 +149,10 @@ class ArcEvalCallback(TrainerCallback):
     @contextmanager
     def _sampling_temperature(self):
         """Sample at `temperature` for the evaluation (the backend's settings are restored afterwards)."""
-        trainer = self.trainer
-        if self.temperature is None:
+        from arc_trl.rollout.generators import generation_overrides
+
+        with generation_overrides(self.trainer, temperature=self.temperature):
             yield
-            return
-        saved: list[tuple[Any, str, Any]] = []
-        if trainer.use_vllm:
-            saved.append((trainer.vllm_generation, "temperature", trainer.vllm_generation.temperature))
-            trainer.vllm_generation.temperature = self.temperature
-        else:
-            saved.append((trainer.generation_config, "temperature", trainer.generation_config.temperature))
-            trainer.generation_config.temperature = self.temperature
-            saved.append((trainer.generation_kwargs, "temperature", trainer.generation_kwargs.get("temperature")))
-            trainer.generation_kwargs["temperature"] = self.temperature
-        try:
-            yield
-        finally:
-            for obj, key, value in saved:
-                if isinstance(obj, dict):
-                    obj[key] = value
-                else:
-                    setattr(obj, key, value)
 
     def _save(self, results: list[dict[str, Any]]) -> None:
         folder = os.path.join(self.trainer.args.output_dir, EVAL_FOLDER)

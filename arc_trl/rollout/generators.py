@@ -25,6 +25,37 @@ class Generator(Protocol):
         """True if `flag` is True on any process (generation calls are collective in distributed training)."""
 
 
+@contextmanager
+def generation_overrides(trainer, max_tokens: int | None = None, temperature: float | None = None):
+    """Temporarily change the trainer's sampling cap/temperature on whichever backend TRL uses (vLLM or
+    transformers), restoring it afterwards. TRL keeps these settings on `vllm_generation` or on
+    `generation_config` + `generation_kwargs` (the latter overrides the model's generation config)."""
+    if trainer.use_vllm:
+        targets = [(trainer.vllm_generation, {"max_completion_length": max_tokens, "temperature": temperature})]
+    else:
+        names = {"max_new_tokens": max_tokens, "temperature": temperature}
+        targets = [(trainer.generation_config, names), (trainer.generation_kwargs, names)]
+    saved = []
+    for obj, values in targets:
+        for key, value in values.items():
+            if value is None:
+                continue
+            if isinstance(obj, dict):
+                saved.append((obj, key, obj.get(key)))
+                obj[key] = value
+            else:
+                saved.append((obj, key, getattr(obj, key)))
+                setattr(obj, key, value)
+    try:
+        yield
+    finally:
+        for obj, key, value in reversed(saved):
+            if isinstance(obj, dict):
+                obj[key] = value
+            else:
+                setattr(obj, key, value)
+
+
 class TrainerGenerator:
     """Generation through the trainer's configured backend (TRL `_generate_single_turn`, the smallest hook)."""
 
@@ -32,30 +63,8 @@ class TrainerGenerator:
         self.trainer = trainer
         self.eos_token_ids = list(trainer.eos_token_ids)
 
-    @contextmanager
-    def _token_cap(self, max_tokens: int):
-        trainer = self.trainer
-        saved = []
-        if trainer.use_vllm:
-            vllm_gen = trainer.vllm_generation
-            saved.append((vllm_gen, "max_completion_length", vllm_gen.max_completion_length))
-            vllm_gen.max_completion_length = max_tokens
-        else:
-            saved.append((trainer.generation_config, "max_new_tokens", trainer.generation_config.max_new_tokens))
-            trainer.generation_config.max_new_tokens = max_tokens
-            saved.append((trainer.generation_kwargs, "max_new_tokens", trainer.generation_kwargs.get("max_new_tokens")))
-            trainer.generation_kwargs["max_new_tokens"] = max_tokens
-        try:
-            yield
-        finally:
-            for obj, key, value in saved:
-                if isinstance(obj, dict):
-                    obj[key] = value
-                else:
-                    setattr(obj, key, value)
-
     def generate(self, sequences, max_tokens):
-        with self._token_cap(max_tokens):
+        with generation_overrides(self.trainer, max_tokens=max_tokens):
             completion_ids, logprobs = self.trainer._generate_single_turn(sequences, None, {}, num_generations=1)
         completion_ids = [list(ids) for ids in completion_ids]
         if logprobs is not None:
