@@ -55,7 +55,8 @@ def resolve_chat_template(tokenizer, setting: str = "auto") -> str:
     if patched is None:
         raise ValueError(
             "The model's chat template is not prefix-stable for multi-turn REPL episodes and TRL has no training "
-            "variant for it. Set chat_template: chatml, or pass a prefix-stable .jinja file (see docs/chat_template.md)."
+            "variant for it. Set chat_template: chatml, or pass a prefix-stable .jinja file "
+            "(see docs/chat_template.md)."
         )
     tokenizer.chat_template = patched
     if not is_prefix_stable(tokenizer):

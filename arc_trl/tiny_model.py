@@ -66,7 +66,8 @@ def _tokenizer_corpus(seed: int, extra_texts: list[str] | None = None) -> list[s
         "SUBMIT([np.rot90(np.array(g)).tolist() for g in test_inputs])\n",
         "```python\nprint(len(train_inputs))\n```\n",
         "result = np.flip(np.array(x), axis=0)\nprint(result)\n",
-        "Traceback (most recent call last):\n  File \"<cell>\", line 1, in <module>\nNameError: name 'x' is not defined\n",
+        "Traceback (most recent call last):\n  File \"<cell>\", line 1, in <module>\n"
+        "NameError: name 'x' is not defined\n",
         "colors = np.unique(grid)\nmask = grid == 0\nout = np.where(mask, 5, grid)\n",
         "Train pair 1\nInput:\nOutput:\nTest input 1\n",
         "You are an expert ARC solver. Write Python code in ```python blocks. Call SUBMIT(...) with your answer.\n",

@@ -117,7 +117,8 @@ def build_datasets(arc: ArcConfig, tokenizer, seed: int):
             seed=seed,
             privileged=arc.teacher_privileged if arc.teacher_privileged != "none" else False,
         )
-        if training and arc.max_tasks and len(dataset) > arc.max_tasks:  # after the length filter: keep max_tasks prompts
+        # after the length filter: keep max_tasks prompts
+        if training and arc.max_tasks and len(dataset) > arc.max_tasks:
             dataset = dataset.select(range(arc.max_tasks))
         return dataset
 

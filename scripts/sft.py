@@ -44,7 +44,8 @@ def main(argv: list[str] | None = None):
     tokenizer = AutoTokenizer.from_pretrained(model_args.model_name_or_path)
     resolve_chat_template(tokenizer, sft_args.chat_template)
     path = Path(sft_args.dataset)
-    tasks = load_synthetic(path) if path.is_dir() and (path / "metadata.jsonl").exists() else load_tasks(sft_args.dataset)
+    has_sidecar = path.is_dir() and (path / "metadata.jsonl").exists()
+    tasks = load_synthetic(path) if has_sidecar else load_tasks(sft_args.dataset)
     template = load_template(sft_args.prompt_template, sft_args.agent_mode) if sft_args.prompt_template else None
     with SandboxPool(num_workers=sft_args.sandbox_workers) as pool:
         dataset, report = build_sft_dataset(tasks, sft_args.agent_mode, pool, template)

@@ -76,7 +76,8 @@ def expand_tasks(
     tasks: Iterable[ArcTask], augment: bool | dict[str, Any] = False, copies: int = 1, seed: int = 0
 ) -> list[ArcTask]:
     """The rows' tasks. Without `augment`: each task once. With `augment`: `copies` rows per task, each a distinct
-    random augmentation (`random_augmentation`; a dict `augment` gives its options, e.g. `{"permute_background": True}`).
+    random augmentation (`random_augmentation`; a dict `augment` gives its options, e.g.
+    `{"permute_background": True}`).
     A random draw may be the identity, which leaves the task as is. Deterministic for a seed."""
     if copies < 1:
         raise ValueError(f"copies must be >= 1, got {copies}")

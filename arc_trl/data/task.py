@@ -157,7 +157,8 @@ class ArcTask:
         for i, pair in enumerate(obj["train"]):
             if not isinstance(pair, dict) or "input" not in pair or "output" not in pair:
                 raise fail(f"train pair {i}: needs 'input' and 'output'")
-            train.append(Pair(check(pair["input"], f"train pair {i} input"), check(pair["output"], f"train pair {i} output")))
+            inp = check(pair["input"], f"train pair {i} input")
+            train.append(Pair(inp, check(pair["output"], f"train pair {i} output")))
 
         test_inputs, test_outputs = [], []
         for i, pair in enumerate(obj["test"]):

@@ -88,7 +88,8 @@ def _repl_outcome(session, text: str, allow_transform: bool) -> AttemptOutcome:
         source = "transform"
     status = worst_status(statuses) if turn.code_found else "no_code"
     last_bad = next((r for r in reversed(turn.results) if r.status == worst_status(statuses)), None)
-    outcome.error_kind = coarse_error_kind(status, last_bad.error_kind if last_bad else None) if turn.code_found else None
+    last_kind = last_bad.error_kind if last_bad else None
+    outcome.error_kind = coarse_error_kind(status, last_kind) if turn.code_found else None
     outcome.extra.update(status=status, source=source)
     return outcome
 

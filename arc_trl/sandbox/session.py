@@ -231,7 +231,9 @@ class Session:
                     "it was not run"))
             error = self._ensure_child()
             if error is not None:
-                return ExecResult(status="crashed", error_kind="unavailable", note=f"the sandbox is unavailable: {error}")
+                return ExecResult(
+                    status="crashed", error_kind="unavailable", note=f"the sandbox is unavailable: {error}"
+                )
             timeout = float(timeout_s) if timeout_s is not None else self.config.timeout_s
             cpu = timeout if self.config.cpu_time_s is None else min(self.config.cpu_time_s, timeout)
             self._cell += 1
@@ -324,7 +326,9 @@ class Session:
         result.seconds = time.perf_counter() - start
         return result
 
-    def _apply_one(self, split: str, index: int, limit: float) -> tuple[Grid | None, str | None, str, ExecResult | None]:
+    def _apply_one(
+        self, split: str, index: int, limit: float
+    ) -> tuple[Grid | None, str | None, str, ExecResult | None]:
         """(output, error, stdout, recovery result when the child was lost) for one transform call."""
         with self._lock:
             self._check_open()
