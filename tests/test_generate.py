@@ -11,6 +11,8 @@ from pathlib import Path
 import pytest
 
 from arc_trl.eval import generate as gen
+from arc_trl.eval.attempts_file import COMPLETIONS_FILE, attempt_augmentation, read_completions_file
+from arc_trl.eval.generation_settings import SAMPLING_FILE, GenerateInputError, resolve_options
 
 REPO = Path(__file__).resolve().parents[1]
 AGENT = ["--max-turns", "3", "--max-tokens-per-turn", "400", "--max-completion-length", "1200", "--workers", "1",
@@ -60,7 +62,7 @@ def test_generate_with_real_vllm_solves_the_memorised_task(memorized_model_dir, 
     rc = evaluate_main(["generate", "--model", str(memorized_model_dir), "--dataset", str(task_folder),
                         "--n-predictions", "4", "--output-dir", str(out), "--enforce-eager", "--seed", "0", *AGENT])
     assert rc == 0
-    records = _lines(out / gen.COMPLETIONS_FILE)
+    records = _lines(out / COMPLETIONS_FILE)
     _check_records(records, memorized_task, 4)
     assert all("```python" in r["completion"] for r in records)
     assert any(r["finish_reason"] == "submitted" and r["outcome"]["submitted"] for r in records)
@@ -73,7 +75,7 @@ def test_generate_with_real_vllm_solves_the_memorised_task(memorized_model_dir, 
     curve = json.loads((out / "pass_at_k.json").read_text())
     assert curve["pass_at_k"]["4"] == 1.0 and curve["pass_at_k"]["1"] == metrics["pass_rate"]
     assert (out / "pass_at_k.png").exists() and "is_correct" in (out / "metrics.md").read_text()
-    run = json.loads((out / gen.SAMPLING_FILE).read_text())["runs"][0]
+    run = json.loads((out / SAMPLING_FILE).read_text())["runs"][0]
     assert run["backend"] == "vllm" and run["attempts"] == 4 and run["versions"]["vllm"]
     assert "| is_correct |" in capsys.readouterr().out  # the metrics table is printed
     print(f"vLLM generate: {run['model_tokens']} model tokens in {run['seconds']} s "
@@ -100,7 +102,7 @@ def test_interrupted_run_resumes_with_only_the_missing_attempts(memorized_model_
     monkeypatch.setattr(gen, "episode_record", crash_after_four)
     assert gen.main(args) == 130  # Ctrl-C: the finished attempts are kept
     monkeypatch.setattr(gen, "episode_record", real_record)
-    path = out / gen.COMPLETIONS_FILE
+    path = out / COMPLETIONS_FILE
     before = path.read_bytes()
     assert before.count(b"\n") == 4
     with open(path, "ab") as f:  # a write torn by the crash
@@ -111,7 +113,7 @@ def test_interrupted_run_resumes_with_only_the_missing_attempts(memorized_model_
     assert after.startswith(before)  # earlier lines untouched, torn line gone
     records = _lines(path)
     _check_records(records, memorized_task, 6)
-    runs = json.loads((out / gen.SAMPLING_FILE).read_text())["runs"]
+    runs = json.loads((out / SAMPLING_FILE).read_text())["runs"]
     assert [(run["attempts"], run["completed"]) for run in runs] == [(4, False), (2, True)]  # only the missing
     assert json.loads((out / "metrics.json").read_text())["n_attempts"] == 6
     # a third run has nothing to generate and only rescoring happens; raising --n-predictions adds attempts
@@ -129,18 +131,18 @@ def test_other_sampling_settings_into_the_same_folder_fail(memorized_model_dir, 
     err = capsys.readouterr().err
     assert "temperature: 1.0 there, 0.7 now" in err and "must not be mixed" in err
     assert evaluate_main(["generate", *base, "--augment"]) == 2
-    assert len(_lines(out / gen.COMPLETIONS_FILE)) == 1
+    assert len(_lines(out / COMPLETIONS_FILE)) == 1
 
 
 def test_augmented_attempts_score_on_their_copy(memorized_model_dir, memorized_task, task_folder, tmp_path):
     out = tmp_path / "eval"
     assert gen.main(_transformers_args(memorized_model_dir, task_folder, out, "--n-predictions", "3", "--augment",
                                        "--seed", "1")) == 0
-    records = _lines(out / gen.COMPLETIONS_FILE)
+    records = _lines(out / COMPLETIONS_FILE)
     from arc_trl.data import render_messages
 
     for r in records:
-        expected = gen.attempt_augmentation(1, memorized_task.id, r["attempt"])
+        expected = attempt_augmentation(1, memorized_task.id, r["attempt"])
         assert r["augmentation"] == expected.to_string() and r["task_id"] == memorized_task.id
         # the prompt shows the augmented copy of the task
         assert r["messages"][1] == render_messages(expected.apply_task(memorized_task), "repl")[1]
@@ -170,7 +172,7 @@ def test_lora_adapter_is_applied(tiny_model_dir, task_folder, tmp_path):
                 "--backend", "transformers", "--n-predictions", "1", "--temperature", "0", "--max-turns", "1",
                 "--max-completion-length", "12", "--no-score", "--no-progress", "--workers", "1", *extra]
         assert gen.main(args) == 0
-        [record] = _lines(out_dir / gen.COMPLETIONS_FILE)
+        [record] = _lines(out_dir / COMPLETIONS_FILE)
         return record["messages"][-1]["content"]
 
     with_adapter = greedy_turn(tmp_path / "lora", "--adapter", str(adapter))
@@ -180,7 +182,7 @@ def test_lora_adapter_is_applied(tiny_model_dir, task_folder, tmp_path):
     expected = merged.generate(ids, attention_mask=torch.ones_like(ids), max_new_tokens=12, do_sample=False)
     assert with_adapter == tokenizer.decode(expected[0, ids.shape[1]:])
     assert with_adapter != greedy_turn(tmp_path / "base")
-    recorded = json.loads((tmp_path / "lora" / gen.SAMPLING_FILE).read_text())["settings"]["adapter"]
+    recorded = json.loads((tmp_path / "lora" / SAMPLING_FILE).read_text())["settings"]["adapter"]
     assert recorded == str(adapter.resolve())
     assert gen.main(["--model", str(tiny_model_dir), "--dataset", str(task_folder), "--output-dir",
                      str(tmp_path / "x"), "--adapter", str(tmp_path)]) == 2  # not a PEFT checkpoint
@@ -190,14 +192,14 @@ def test_completions_reader_cuts_a_torn_last_line_and_names_bad_lines(tmp_path):
     path = tmp_path / "completions.jsonl"
     good = json.dumps({"task_id": "a", "attempt": 0, "completion": "x"}) + "\n"
     path.write_text(good + '{"task_id": "a", "attempt": 1, "completion": "y"}')  # complete JSON, no newline
-    assert [r["attempt"] for r in gen.read_completions_file(path)] == [0]
+    assert [r["attempt"] for r in read_completions_file(path)] == [0]
     assert path.read_text() == good
     path.write_text(good + "not json\n" + good)
-    with pytest.raises(gen.GenerateInputError, match=r"completions\.jsonl:2: not a JSON object"):
-        gen.read_completions_file(path)
+    with pytest.raises(GenerateInputError, match=r"completions\.jsonl:2: not a JSON object"):
+        read_completions_file(path)
     path.write_text(good + good)
-    with pytest.raises(gen.GenerateInputError, match=r":2: attempt 0 of task 'a' appears twice"):
-        gen.read_completions_file(path)
+    with pytest.raises(GenerateInputError, match=r":2: attempt 0 of task 'a' appears twice"):
+        read_completions_file(path)
 
 
 def test_train_config_supplies_the_agent_settings_and_the_command_line_wins(tmp_path):
@@ -213,7 +215,7 @@ def test_train_config_supplies_the_agent_settings_and_the_command_line_wins(tmp_
     parser = gen.add_generate_arguments(argparse.ArgumentParser())
 
     def resolve(*argv):
-        return gen.resolve_options(parser.parse_args(["--dataset", "d", "--output-dir", "o", *argv]))
+        return resolve_options(parser.parse_args(["--dataset", "d", "--output-dir", "o", *argv]))
 
     args = resolve("--train-config", str(yaml_file), "--max-turns", "2")
     assert (args.model, args.max_turns, args.max_tokens_per_turn, args.max_completion_length) == ("org/model", 2, 768,
@@ -222,5 +224,5 @@ def test_train_config_supplies_the_agent_settings_and_the_command_line_wins(tmp_
     assert (args.timeout_s, args.min_p, args.top_p, args.agent_mode) == (2.0, 0.0, 1.0, "repl")  # defaults for the rest
     args = resolve("--train-config", str(run_json))
     assert (args.agent_mode, args.max_turns, args.top_p, args.dtype) == ("program", 1, 0.95, "bfloat16")
-    with pytest.raises(gen.GenerateInputError, match="--model is required"):
+    with pytest.raises(GenerateInputError, match="--model is required"):
         resolve()

@@ -117,7 +117,7 @@ class ArcEvalCallback(TrainerCallback):
 
     def _play(self, part: list[tuple[int, int]], dummy: bool) -> list[dict[str, Any]]:
         """Run one batch of attempts; per attempt a small summary (and its record for the dump)."""
-        from arc_trl.eval.generate import completion_text
+        from arc_trl.eval.attempts_file import completion_text
         from arc_trl.eval.score import score_attempt
         from arc_trl.rewards.modes import compute_reward
         from arc_trl.rollout import TrainerGenerator, run_episodes

@@ -1,0 +1,192 @@
+"""Settings of `evaluate.py generate`: its options, and `sampling.json`, the record of how attempts were made.
+
+Options left unset on the command line come from a training config (`--train-config`, `load_train_config`), then from
+the built-in defaults (`CONFIGURABLE`), and are checked (`resolve_options`). `MATCHED_SETTINGS` are the values that
+define an attempt: `matched_settings` computes them, `check_settings` compares them with those recorded in a folder's
+`sampling.json` and refuses to mix attempts made with different values. `GenerateInputError` is the error every
+part of `generate` raises for a bad argument, input file or output folder.
+"""
+
+from __future__ import annotations
+
+import argparse
+import hashlib
+import json
+import os
+from pathlib import Path
+from typing import Any
+
+SAMPLING_FILE = "sampling.json"
+AGENT_MODES = ("repl", "program")
+# What defines an attempt. Attempts made with different values never share a folder.
+MATCHED_SETTINGS = (
+    "model", "adapter", "dataset", "agent_mode", "max_turns", "max_tokens_per_turn", "max_completion_length",
+    "temperature", "top_p", "top_k", "min_p", "repetition_penalty", "augment", "prompt_template",
+    "prompt_template_sha256", "chat_template", "chat_template_sha256", "chat_template_kwargs", "sandbox_timeout_s",
+    "sandbox_memory_mb", "sandbox_max_output_chars",
+)
+# option -> (training config key, built-in default). Precedence: command line, then --train-config, then default.
+CONFIGURABLE: dict[str, tuple[str, Any]] = {
+    "model": ("model_name_or_path", None),
+    "dtype": ("dtype", "auto"),
+    "agent_mode": ("agent_mode", "repl"),
+    "max_turns": ("max_turns", 4),
+    "max_tokens_per_turn": ("max_tokens_per_turn", None),
+    "max_completion_length": ("max_completion_length", 1024),
+    "max_prompt_tokens": ("max_prompt_tokens", None),
+    "temperature": ("temperature", 1.0),
+    "top_p": ("top_p", 1.0),
+    "top_k": ("top_k", 0),
+    "min_p": ("min_p", 0.0),
+    "repetition_penalty": ("repetition_penalty", 1.0),
+    "prompt_template": ("prompt_template", None),
+    "chat_template": ("chat_template", "auto"),
+    "chat_template_kwargs": ("chat_template_kwargs", None),
+    "timeout_s": ("sandbox_timeout_s", 5.0),
+    "memory_mb": ("sandbox_memory_mb", 1024),
+    "max_output_chars": ("sandbox_max_output_chars", 2000),
+}
+
+
+class GenerateInputError(ValueError):
+    """A bad argument, input file or output folder; the message names it."""
+
+
+def _sha256(text: str | None) -> str | None:
+    return None if text is None else hashlib.sha256(text.encode()).hexdigest()[:16]
+
+
+def load_train_config(path: str) -> dict[str, Any]:
+    """Keys of a training YAML (`scripts/train.py --config`) or of the `arc_trl_config.json` a run writes."""
+    file = Path(path)
+    if not file.is_file():
+        raise GenerateInputError(f"--train-config {path}: no such file")
+    import yaml
+
+    try:
+        if file.suffix == ".json":
+            config = json.loads(file.read_text())
+            if isinstance(config, dict) and {"arc", "grpo", "model"} <= set(config):
+                config = {**config["model"], **config["grpo"], **config["arc"]}
+        else:
+            config = yaml.safe_load(file.read_text())
+    except (ValueError, OSError, yaml.YAMLError) as e:
+        raise GenerateInputError(f"--train-config {path}: cannot read it ({e})") from None
+    if not isinstance(config, dict):
+        raise GenerateInputError(f"--train-config {path}: expected a mapping of config keys")
+    return config
+
+
+def resolve_options(args: argparse.Namespace) -> argparse.Namespace:
+    """Fill the options left unset on the command line from --train-config, then from the built-in defaults."""
+    config = load_train_config(args.train_config) if args.train_config else {}
+    for option, (key, default) in CONFIGURABLE.items():
+        if getattr(args, option) is None:
+            value = config.get(key, default)
+            setattr(args, option, default if value is None else value)
+    if isinstance(args.chat_template_kwargs, str):
+        try:
+            args.chat_template_kwargs = json.loads(args.chat_template_kwargs)
+        except json.JSONDecodeError as e:
+            raise GenerateInputError(f"--chat-template-kwargs must be a JSON object ({e.msg})") from None
+    if args.chat_template_kwargs is not None and not isinstance(args.chat_template_kwargs, dict):
+        raise GenerateInputError(f"--chat-template-kwargs must be a JSON object, got {args.chat_template_kwargs!r}")
+    if args.model is None:
+        raise GenerateInputError("--model is required (or a --train-config with model_name_or_path)")
+    if args.agent_mode not in AGENT_MODES:
+        raise GenerateInputError(f"--agent-mode must be one of {', '.join(AGENT_MODES)}, got {args.agent_mode!r}")
+    if args.agent_mode == "program":
+        args.max_turns = 1
+    checks = [("--n-predictions", args.n_predictions, 1), ("--max-turns", args.max_turns, 1),
+              ("--max-completion-length", args.max_completion_length, 1), ("--workers", args.workers, 1)]
+    checks += [("--batch-size", args.batch_size, 1)] if args.batch_size is not None else []
+    checks += [("--max-tokens-per-turn", args.max_tokens_per_turn, 1)] if args.max_tokens_per_turn else []
+    for flag, value, low in checks:
+        if value < low:
+            raise GenerateInputError(f"{flag} must be at least {low}, got {value}")
+    if args.temperature < 0:
+        raise GenerateInputError(f"--temperature must be >= 0 (0: greedy), got {args.temperature}")
+    if not 0 < args.top_p <= 1:
+        raise GenerateInputError(f"--top-p must be in (0, 1], got {args.top_p}")
+    if args.adapter is not None and not (Path(args.adapter) / "adapter_config.json").is_file():
+        raise GenerateInputError(f"--adapter {args.adapter}: no adapter_config.json there (expected a PEFT LoRA "
+                                 "checkpoint such as outputs/run/checkpoint-20)")
+    return args
+
+
+def _local_or_id(path: str | None) -> str | None:
+    """An existing local path made absolute (so reruns from another folder match); a hub id as is."""
+    return None if path is None else str(Path(path).resolve()) if Path(path).exists() else path
+
+
+def matched_settings(args: argparse.Namespace, tokenizer) -> dict[str, Any]:
+    template_text = Path(args.prompt_template).read_text() if args.prompt_template else None
+    return {
+        "model": _local_or_id(args.model),
+        "adapter": _local_or_id(args.adapter),
+        "dataset": _local_or_id(args.dataset),
+        "agent_mode": args.agent_mode,
+        "max_turns": args.max_turns,
+        "max_tokens_per_turn": args.max_tokens_per_turn,
+        "max_completion_length": args.max_completion_length,
+        "temperature": float(args.temperature),
+        "top_p": float(args.top_p),
+        "top_k": int(args.top_k),
+        "min_p": float(args.min_p),
+        "repetition_penalty": float(args.repetition_penalty),
+        "augment": bool(args.augment),
+        "prompt_template": _local_or_id(args.prompt_template),
+        "prompt_template_sha256": _sha256(template_text),
+        "chat_template": args.chat_template,
+        "chat_template_sha256": _sha256(tokenizer.chat_template),
+        "chat_template_kwargs": args.chat_template_kwargs or {},
+        "sandbox_timeout_s": float(args.timeout_s),
+        "sandbox_memory_mb": int(args.memory_mb),
+        "sandbox_max_output_chars": int(args.max_output_chars),
+    }
+
+
+def check_settings(output_dir: Path, settings: dict[str, Any], has_attempts: bool) -> dict[str, Any]:
+    """The recorded sampling.json (or a new one). Raises GenerateInputError when the folder holds attempts made
+    with other settings."""
+    path = output_dir / SAMPLING_FILE
+    if not path.is_file():
+        return {"dataset": settings["dataset"], "settings": settings, "runs": []}
+    try:
+        recorded = json.loads(path.read_text())
+        old = recorded["settings"]
+    except (json.JSONDecodeError, KeyError, TypeError) as e:
+        raise GenerateInputError(f"{path}: not a sampling.json written by `evaluate.py generate` ({e})") from None
+    differences = [f"{key}: {old.get(key)!r} there, {settings[key]!r} now" for key in MATCHED_SETTINGS
+                   if old.get(key) != settings[key]]
+    if differences and has_attempts:
+        raise GenerateInputError(
+            f"{output_dir} holds attempts made with other settings ({'; '.join(differences)}). Attempts with "
+            "different settings must not be mixed: use another --output-dir, or rerun with the recorded settings."
+        )
+    if differences:  # an earlier run that generated nothing: start over with the new settings
+        return {"dataset": settings["dataset"], "settings": settings, "runs": []}
+    return recorded
+
+
+def package_versions(backend: str, adapter: bool) -> dict[str, str | None]:
+    from importlib.metadata import PackageNotFoundError, version
+
+    names = ["arc-trl", "torch", "transformers", "trl"] + (["peft"] if adapter else [])
+    out: dict[str, str | None] = {}
+    for name in names:
+        try:
+            out[name] = version(name)
+        except PackageNotFoundError:
+            out[name] = None
+    if backend == "vllm":
+        import vllm
+
+        out["vllm"] = vllm.__version__
+    return out
+
+
+def write_json(path: Path, obj: Any) -> None:
+    tmp = path.with_suffix(path.suffix + ".tmp")
+    tmp.write_text(json.dumps(obj, indent=2) + "\n")
+    os.replace(tmp, path)
