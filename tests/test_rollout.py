@@ -150,8 +150,7 @@ def test_real_vllm_episodes_token_by_token(memorized_model_dir, memorized_task, 
     """Real colocated vLLM (CPU) sampling from a model that has memorised a REPL episode: multi-turn episodes with
     code, environment replies and SUBMIT; masks, environment tokens and decoding are checked token by token, and
     the sampler's logprobs agree with a transformers forward of the same model on model tokens."""
-    import torch
-    from transformers import AutoModelForCausalLM, AutoTokenizer
+    from transformers import AutoTokenizer
     from vllm import LLM
 
     from arc_trl.rollout import VLLMGenerator
@@ -170,10 +169,18 @@ def test_real_vllm_episodes_token_by_token(memorized_model_dir, memorized_task, 
         episodes = run_episodes(tasks, prompts, gen, tokenizer, pool, settings)
     finally:
         shutdown_llm(llm)
+    check_real_episodes(episodes, prompts, tokenizer, memorized_model_dir)
+
+
+def check_real_episodes(episodes, prompts, tokenizer, model_dir, logprob_tol=1e-2):
+    """Token-by-token checks of sampled episodes: masks, environment tokens, decoding, sampler log-probs."""
+    import torch
+    from transformers import AutoModelForCausalLM
+
     multi = [ep for ep in episodes if len(ep.turn_spans) >= 2]
     assert multi, [ep.finish_reason for ep in episodes]
     assert any(ep.finish_reason == "submitted" for ep in episodes)
-    model = AutoModelForCausalLM.from_pretrained(memorized_model_dir)
+    model = AutoModelForCausalLM.from_pretrained(model_dir)
     for ep, prompt in zip(episodes, prompts):
         model_positions = {i for start, end in ep.turn_spans for i in range(start, end)}
         assert [int(i in model_positions) for i in range(len(ep.completion_ids))] == ep.env_mask
@@ -191,5 +198,22 @@ def test_real_vllm_episodes_token_by_token(memorized_model_dir, memorized_task, 
             logps = model(ids).logits[0, :-1].float().log_softmax(-1)
         token_lps = logps.gather(1, ids[0, 1:, None])[:, 0][len(ep.prompt_ids) - 1 :]
         on_model = [(a, float(b)) for a, b, m in zip(ep.logprobs, token_lps, ep.env_mask) if m]
-        assert max(abs(a - b) for a, b in on_model) < 1e-2
+        assert max(abs(a - b) for a, b in on_model) < logprob_tol
         assert all(lp == 0.0 for lp, m in zip(ep.logprobs, ep.env_mask) if not m)
+
+
+def test_real_transformers_episodes_token_by_token(memorized_model_dir, memorized_task, pool):
+    """The same checks with plain transformers `generate` sampling the episodes."""
+    import torch
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    from arc_trl.rollout import TransformersGenerator
+
+    torch.manual_seed(0)
+    tokenizer = AutoTokenizer.from_pretrained(memorized_model_dir)
+    model = AutoModelForCausalLM.from_pretrained(memorized_model_dir).eval()
+    gen = TransformersGenerator(model, tokenizer, [tokenizer.eos_token_id], batch_size=4, temperature=1.0)
+    prompts = [render_messages(memorized_task, "repl")] * 4
+    settings = RolloutSettings(agent_mode="repl", max_turns=3, max_tokens_per_turn=400, max_completion_length=1500)
+    episodes = run_episodes([memorized_task] * 4, prompts, gen, tokenizer, pool, settings)
+    check_real_episodes(episodes, prompts, tokenizer, memorized_model_dir)
