@@ -3,6 +3,7 @@
 # transformers, accelerate and peft; missing wheels (trl, datasets, deepspeed, ...) are installed from .whl/ if present.
 #   bash benchmarks/gpu_runs.sh small OUTDIR   # 1 GPU vs ZeRO-2 vs ZeRO-3 (2 GPUs), Qwen3-0.6B shape, + full-loop runs
 #   bash benchmarks/gpu_runs.sh 8b OUTDIR      # Qwen3-8B shape, LoRA + gradient checkpointing, 1 GPU, + full-loop run
+#   bash benchmarks/gpu_runs.sh 8b-zero3 OUTDIR  # the same on 2 GPUs under DeepSpeed ZeRO-3
 set -uo pipefail
 phase=${1:?small or 8b}; out=${2:?output dir}; mkdir -p "$out"
 export PYTHONUNBUFFERED=1 TOKENIZERS_PARALLELISM=false WANDB_MODE=disabled NCCL_NVLS_ENABLE=0
@@ -36,6 +37,15 @@ if [ "$phase" = small ]; then
       --per_device_train_batch_size $((16 / n))
     cp /tmp/runs/smoke-$z/trainer_state.json "$out/train_${z}_x${n}_state.json" 2>/dev/null
   done
+elif [ "$phase" = 8b-zero3 ]; then
+  run bench_8b_lora_zero3_x2 python3 -m accelerate.commands.launch --config_file accelerate_configs/zero3.yaml \
+    --num_processes 2 $bench --shape qwen3-8b --lora --gradient-checkpointing --seq-len 4096 --global-batch 16 \
+    --micro-batch 4 --steps 3 --out "$out/bench_8b_lora_zero3_x2.json"
+  python3 scripts/build_tiny_model.py --shape qwen3-8b --out /tmp/qwen3-8b --device cuda > /dev/null
+  run train_8b_lora_zero3_x2 python3 -m accelerate.commands.launch --config_file accelerate_configs/zero3.yaml \
+    --num_processes 2 scripts/train.py --config configs/gpu/qwen3-8b-lora-smoke.yaml --per_device_train_batch_size 4 \
+    --output_dir /tmp/runs/8b-zero3
+  cp /tmp/runs/8b-zero3/trainer_state.json "$out/train_8b_lora_zero3_x2_state.json" 2>/dev/null
 else
   export CUDA_VISIBLE_DEVICES=0  # single-GPU runs: one visible GPU (else Trainer falls back to DataParallel)
   run bench_8b_lora python3 -m accelerate.commands.launch --config_file accelerate_configs/single_gpu.yaml $bench --shape qwen3-8b --lora \
