@@ -5,7 +5,7 @@ export VLLM_CPU_KVCACHE_SPACE ?= 1
 export TOKENIZERS_PARALLELISM ?= false
 export WANDB_MODE ?= offline
 
-.PHONY: setup demo test lint
+.PHONY: setup demo demo-learning test lint
 
 setup:
 	@bash scripts/setup_env.sh
@@ -16,6 +16,10 @@ demo: setup
 	$(PY) scripts/build_tiny_model.py --out outputs/tiny-model
 	test -f outputs/tiny-sft/model.safetensors || $(PY) scripts/sft.py --config configs/sft-tiny-cpu.yaml
 	$(PY) scripts/train.py --config configs/tiny-cpu.yaml
+
+# The CPU learning demonstration of docs/learning.md (~20 min): SFT -> measure -> GRPO + OPD (and GRPO alone) -> measure.
+demo-learning: setup
+	$(PY) scripts/demo_learning.py --fresh --ablation
 
 test: setup
 	$(PY) -m pytest -q tests

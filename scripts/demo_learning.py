@@ -1,0 +1,348 @@
+"""The CPU learning demo in one command: a tiny model learns synthetic ARC tasks in the REPL, end to end.
+
+    python scripts/demo_learning.py              # ~14 min on 2 CPU cores (~17 with --ablation); rewrites docs/learning.md
+    python scripts/demo_learning.py --resume     # continue an interrupted run (finished stages are kept)
+    python scripts/demo_learning.py --ablation   # also GRPO without the teacher, from the same student
+
+Every stage runs the project's own entry point (output in OUT/logs/<stage>.log):
+
+1. model      scripts/build_tiny_model.py                          random-init Qwen3 + local tokenizer
+2. student    scripts/sft.py --config configs/demo/sft-student.yaml   short SFT warm start (reference episodes)
+3. teacher    scripts/sft.py --config configs/demo/sft-teacher.yaml   the student trained longer: the OPD teacher
+4. eval       scripts/evaluate.py generate                         held-out tasks before RL (student and teacher)
+5. grpo-opd   scripts/train.py --config configs/demo/grpo-opd.yaml    GRPO + on-policy distillation
+6. eval       scripts/evaluate.py generate                         the same held-out tasks after RL
+
+Then OUT/results.json, the plots (docs/img/learning_*.png) and the generated block of docs/learning.md.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import shutil
+import subprocess
+import sys
+import threading
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+CONFIGS = Path("configs/demo")
+GRPO_CONFIG = CONFIGS / "grpo-opd.yaml"
+DOCS = Path("docs/learning.md")
+IMAGES = Path("docs/img")
+BEGIN, END = "<!-- demo-results:begin -->", "<!-- demo-results:end -->"
+WINDOW = 10  # training steps averaged at the start and at the end of RL
+
+
+@dataclass
+class Stage:
+    name: str
+    command: list[str]
+    done_file: Path  # exists once the stage has finished
+
+
+def read_yaml(path: Path) -> dict[str, Any]:
+    import yaml
+
+    return yaml.safe_load(path.read_text())
+
+
+def heldout_spec(n_tasks: int, seed: int = 1) -> str:
+    """The held-out curriculum: the RL dataset's families and difficulty with another seed (SFT 0, RL 2, eval 1)."""
+    from arc_trl.synthetic.spec import parse_synthetic_spec
+
+    spec = parse_synthetic_spec(read_yaml(GRPO_CONFIG)["dataset"])
+    families = "+".join(spec["families"] or [])
+    spec_text = f"synthetic:n={n_tasks},seed={seed},difficulty={spec['difficulty']}"
+    return spec_text + (f",families={families}" if families else "")
+
+
+def plan(out: Path, seed: int, n_heldout: int, n_predictions: int, ablation: bool) -> list[Stage]:
+    py = sys.executable
+    model, student, teacher = out / "model", out / "student", out / "teacher"
+    heldout = heldout_spec(n_heldout)
+
+    def evaluate(name: str, model_dir: Path) -> Stage:
+        folder = out / "eval" / name
+        return Stage(f"eval-{name}", [
+            py, "scripts/evaluate.py", "generate", "--train-config", str(GRPO_CONFIG), "--model", str(model_dir),
+            "--dataset", heldout, "--output-dir", str(folder), "--n-predictions", str(n_predictions),
+            "--backend", "transformers", "--batch-size", "128", "--seed", str(seed), "--workers", "2", "--no-progress",
+        ], folder / "metrics.json")
+
+    def rl(name: str, *extra: str) -> Stage:
+        return Stage(name, [
+            py, "scripts/train.py", "--config", str(GRPO_CONFIG), "--model_name_or_path", str(student),
+            "--teacher_model", str(teacher), "--output_dir", str(out / name), "--seed", str(seed), *extra,
+        ], out / name / "run_summary.json")
+
+    def sft(name: str, base: Path, target: Path) -> Stage:
+        return Stage(name, [py, "scripts/sft.py", "--config", str(CONFIGS / f"sft-{name}.yaml"), "--model_name_or_path",
+                            str(base), "--output_dir", str(target), "--seed", str(seed)], target / "model.safetensors")
+
+    stages = [
+        Stage("model", [py, "scripts/build_tiny_model.py", "--out", str(model), "--seed", str(seed)],
+              model / "model.safetensors"),
+        sft("student", model, student),
+        sft("teacher", student, teacher),
+        evaluate("student", student),
+        evaluate("teacher", teacher),
+        rl("grpo-opd"),
+        evaluate("grpo-opd", out / "grpo-opd"),
+    ]
+    if ablation:  # the same run without the teacher term
+        stages += [rl("grpo-only", "--teacher_backend", "none", "--teacher_tau", "0"),
+                   evaluate("grpo-only", out / "grpo-only")]
+    return stages
+
+
+def run_stage(stage: Stage, logs: Path) -> float:
+    logs.mkdir(parents=True, exist_ok=True)
+    log = logs / f"{stage.name}.log"
+    print(f"[demo] {stage.name}: {' '.join(stage.command[1:])}", flush=True)
+    start = time.time()
+    with open(log, "w") as f:
+        code = subprocess.call(stage.command, stdout=f, stderr=subprocess.STDOUT, cwd=ROOT,
+                               env={**os.environ, "PYTHONUNBUFFERED": "1"})
+    seconds = time.time() - start
+    if code != 0 or not stage.done_file.exists():
+        tail = "".join(log.read_text(errors="replace").splitlines(keepends=True)[-25:])
+        raise SystemExit(f"[demo] stage {stage.name} failed (exit code {code}); last lines of {log}:\n{tail}")
+    print(f"[demo] {stage.name} done in {seconds:.0f} s (load average {os.getloadavg()[0]:.1f})", flush=True)
+    return seconds
+
+
+# ------------------------------------------------------------------------------------------------------ measuring
+def heldout_metrics(folder: Path, reward_mode: str, agent_mode: str) -> dict[str, Any]:
+    """Solve rate, pass@k, valid submissions, pixel score (evaluate.py's metrics.json) and the mean training reward
+    of the attempts (recomputed from each attempt's outcome in completions.jsonl)."""
+    from arc_trl.data import load_tasks
+    from arc_trl.rewards.modes import compute_reward
+
+    metrics = json.loads((folder / "metrics.json").read_text())
+    records = [json.loads(line) for line in (folder / "completions.jsonl").read_text().splitlines() if line.strip()]
+    tasks = {t.id: t for t in load_tasks(metrics["dataset"])}
+    rewards = [compute_reward(reward_mode, r["outcome"], tasks[r["task_id"]], agent_mode) for r in records]
+    return {
+        "n_tasks": metrics["n_tasks"],
+        "n_attempts": metrics["n_attempts"],
+        "solve_rate": metrics["pass_rate"],
+        "pass_at_k": metrics["is_correct"],
+        "valid_outputs": metrics["valid_outputs"],
+        "pixel_score": metrics["pixel_score"],
+        "mean_reward": sum(rewards) / len(rewards),
+    }
+
+
+def training_metrics(run_dir: Path) -> dict[str, Any]:
+    state = json.loads((run_dir / "trainer_state.json").read_text())
+    logs = [h for h in state["log_history"] if "reward" in h]
+
+    def series(key: str) -> list[float]:
+        return [h[key] for h in logs if key in h]
+
+    def window(values: list[float], last: bool) -> float | None:
+        part = values[-WINDOW:] if last else values[:WINDOW]
+        return sum(part) / len(part) if part else None
+
+    out: dict[str, Any] = {"steps": [h["step"] for h in logs], "seconds": json.loads(
+        (run_dir / "run_summary.json").read_text())["seconds"]}
+    for key, name in (("reward", "reward"), ("teacher_kl", "teacher_kl"), ("rewards/valid_outputs/mean", "valid"),
+                      ("rewards/exact_match_fraction/mean", "exact")):
+        values = series(key)
+        out[name] = values
+        out[f"{name}_first"], out[f"{name}_last"] = window(values, False), window(values, True)
+    return out
+
+
+def moving_average(values: list[float], width: int = WINDOW) -> list[float]:
+    return [sum(values[max(0, i - width + 1) : i + 1]) / len(values[max(0, i - width + 1) : i + 1])
+            for i in range(len(values))]
+
+
+def plot_series(runs: dict[str, dict[str, Any]], key: str, ylabel: str, title: str, path: Path) -> None:
+    from matplotlib.backends.backend_agg import FigureCanvasAgg
+    from matplotlib.figure import Figure
+
+    fig = Figure(figsize=(6.4, 4.0), dpi=100)
+    FigureCanvasAgg(fig)
+    ax = fig.add_subplot()
+    for (name, run), color in zip(runs.items(), ("tab:blue", "tab:orange")):
+        values = run.get(key) or []
+        if not values:
+            continue
+        steps = run["steps"][: len(values)]
+        ax.plot(steps, values, color=color, alpha=0.35, linewidth=1, marker=".", label=f"{name} (per step)")
+        ax.plot(steps, moving_average(values), color=color, linewidth=2, label=f"{name} ({WINDOW}-step mean)")
+    ax.set_xlabel("GRPO step")
+    ax.set_ylabel(ylabel)
+    ax.set_title(title)
+    ax.grid(True, alpha=0.3)
+    ax.legend(loc="best", fontsize=8)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fig.savefig(path, format="png", bbox_inches="tight")
+
+
+# ------------------------------------------------------------------------------------------------------ reporting
+def pct(x: float | None) -> str:
+    return "-" if x is None else f"{100 * x:.1f}%"
+
+
+def num(x: float | None, digits: int = 3) -> str:
+    return "-" if x is None else f"{x:.{digits}f}"
+
+
+def results_block(results: dict[str, Any]) -> str:
+    ev, runs = results["heldout"], results["training"]
+    columns = [("student", "student (SFT warm start, before RL)"), ("grpo-opd", "after GRPO + OPD"),
+               ("grpo-only", "after GRPO only (ablation)"), ("teacher", "teacher (longer SFT)")]
+    columns = [(k, title) for k, title in columns if k in ev]
+    first = next(iter(ev.values()))
+    lines = [
+        f"Held-out tasks: `{results['heldout_dataset']}`, {first['n_attempts'] // first['n_tasks']} attempts per task "
+        f"at temperature {results['temperature']} ({first['n_attempts']} attempts per model).",
+        "",
+        "| held-out metric | " + " | ".join(title for _, title in columns) + " |",
+        "|---|" + "---|" * len(columns),
+    ]
+    rows = [("solve rate (pass@1)", "solve_rate", pct), (f"pass@{first['n_attempts'] // first['n_tasks']}",
+            "pass_at_k", pct), ("valid submissions", "valid_outputs", pct), ("pixel score", "pixel_score", pct),
+            (f"mean reward ({results['reward_mode']})", "mean_reward", num)]
+    for label, key, fmt in rows:
+        lines.append(f"| {label} | " + " | ".join(fmt(ev[k][key]) for k, _ in columns) + " |")
+    lines += ["", f"| RL training (first / last {WINDOW} steps) | " + " | ".join(runs) + " |",
+              "|---|" + "---|" * len(runs)]
+    for label, key, fmt in (("mean reward", "reward", num), ("valid submissions", "valid", pct),
+                            ("exact test grids", "exact", pct), ("teacher_kl", "teacher_kl", num)):
+        cells = []
+        for run in runs.values():
+            a, b = run.get(f"{key}_first"), run.get(f"{key}_last")
+            cells.append("-" if a is None else f"{fmt(a)} -> {fmt(b)}")
+        lines.append(f"| {label} | " + " | ".join(cells) + " |")
+    kl = runs.get("grpo-opd", {}).get("teacher_kl") or []
+    if kl:
+        lines.append(f"\nteacher_kl at the first step {kl[0]:.3f}, at the last step {kl[-1]:.3f}.")
+    times = ", ".join(f"{name} {s:.0f} s" for name, s in results["stage_seconds"].items())
+    lines += [
+        "",
+        f"Run: seed {results['seed']}, {results['machine']}, total wall time {results['total_seconds'] / 60:.1f} min "
+        f"({times}); 1-minute load average during the run {results['load_mean']:.1f} on average, "
+        f"{results['load_max']:.1f} at most ({results['cpus']} CPUs: a load above that means other processes "
+        "were competing for them). Written by "
+        f"`python scripts/demo_learning.py` on {results['date']}.",
+        "",
+        "![reward over GRPO steps](img/learning_reward.png)",
+        "![teacher_kl over GRPO steps](img/learning_teacher_kl.png)",
+    ]
+    return "\n".join(lines)
+
+
+def write_docs(block: str) -> None:
+    text = DOCS.read_text() if DOCS.exists() else f"# Learning demo\n\n{BEGIN}\n{END}\n"
+    if BEGIN not in text or END not in text:
+        text += f"\n{BEGIN}\n{END}\n"
+    head, rest = text.split(BEGIN, 1)
+    tail = rest.split(END, 1)[1]
+    DOCS.write_text(f"{head}{BEGIN}\n{block}\n{END}{tail}")
+
+
+class LoadSampler:
+    """Samples the 1-minute load average every few seconds (how much other processes competed for the CPUs)."""
+
+    def __init__(self, every_s: float = 10.0) -> None:
+        self.values: list[float] = [os.getloadavg()[0]]
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, args=(every_s,), daemon=True)
+        self._thread.start()
+
+    def _run(self, every_s: float) -> None:
+        while not self._stop.wait(every_s):
+            self.values.append(os.getloadavg()[0])
+
+    def stop(self) -> list[float]:
+        self._stop.set()
+        return self.values
+
+
+def machine() -> str:
+    cpu = platform.processor() or platform.machine()
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                cpu = line.split(":", 1)[1].strip()
+                break
+    except OSError:
+        pass
+    return f"{os.cpu_count()} CPU cores ({cpu}), no GPU"
+
+
+def main(argv: list[str] | None = None) -> dict[str, Any]:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--out", default="outputs/demo", help="working folder (default outputs/demo)")
+    parser.add_argument("--seed", type=int, default=0, help="model init, SFT, RL and sampling seed (default 0)")
+    parser.add_argument("--heldout-tasks", type=int, default=96, help="held-out synthetic tasks (default 96)")
+    parser.add_argument("--n-predictions", type=int, default=4, help="attempts per held-out task (default 4)")
+    parser.add_argument("--ablation", action="store_true", help="also run GRPO without the teacher")
+    parser.add_argument("--resume", action="store_true", help="keep the finished stages of an earlier run in --out")
+    parser.add_argument("--fresh", action="store_true", help="delete --out first")
+    parser.add_argument("--no-docs", action="store_true", help="do not touch docs/learning.md and docs/img")
+    args = parser.parse_args(argv)
+    os.chdir(ROOT)
+    out = Path(args.out)
+    if args.fresh and out.exists():
+        shutil.rmtree(out)
+    if out.exists() and any(p.name != "logs" for p in out.iterdir()) and not args.resume:
+        raise SystemExit(f"[demo] {out} already holds a run: pass --resume to continue it or --fresh to start over")
+    out.mkdir(parents=True, exist_ok=True)
+
+    results_path = out / "results.json"
+    previous = json.loads(results_path.read_text()) if args.resume and results_path.exists() else {}
+    stage_seconds: dict[str, float] = previous.get("stage_seconds", {})
+    sampler = LoadSampler()
+    for stage in plan(out, args.seed, args.heldout_tasks, args.n_predictions, args.ablation):
+        if stage.done_file.exists():
+            print(f"[demo] {stage.name}: already done ({stage.done_file})")
+            continue
+        stage_seconds[stage.name] = round(run_stage(stage, out / "logs"), 1)
+    loads = previous.get("loads", []) + sampler.stop()
+
+    config = read_yaml(GRPO_CONFIG)
+    heldout = {name: heldout_metrics(out / "eval" / name, config["reward_mode"], config["agent_mode"])
+               for name in ("student", "teacher", "grpo-opd", "grpo-only") if (out / "eval" / name).exists()}
+    training = {name: training_metrics(out / name) for name in ("grpo-opd", "grpo-only") if (out / name).exists()}
+    results = {
+        "seed": args.seed, "machine": machine(), "cpus": os.cpu_count(), "date": time.strftime("%Y-%m-%d"),
+        "heldout_dataset": heldout_spec(args.heldout_tasks), "temperature": config["temperature"],
+        "reward_mode": config["reward_mode"], "stage_seconds": stage_seconds,
+        "total_seconds": sum(stage_seconds.values()), "loads": loads, "load_mean": sum(loads) / len(loads),
+        "load_max": max(loads),
+        "heldout": heldout, "training": training,
+    }
+    results_path.write_text(json.dumps(results, indent=2))
+    if not args.no_docs:
+        plot_series(training, "reward", f"mean reward ({config['reward_mode']})", "Reward over GRPO steps",
+                    IMAGES / "learning_reward.png")
+        plot_series({k: v for k, v in training.items() if v.get("teacher_kl")}, "teacher_kl",
+                    "teacher_kl (mean logp_student - logp_teacher)", "teacher_kl over GRPO steps",
+                    IMAGES / "learning_teacher_kl.png")
+        write_docs(results_block(results))
+    s, a = heldout["student"], heldout["grpo-opd"]
+    t = training["grpo-opd"]
+    print(f"[demo] held-out solve rate {pct(s['solve_rate'])} -> {pct(a['solve_rate'])}, valid submissions "
+          f"{pct(s['valid_outputs'])} -> {pct(a['valid_outputs'])}, mean reward {num(s['mean_reward'])} -> "
+          f"{num(a['mean_reward'])}; training reward (first/last {WINDOW} steps) {num(t['reward_first'])} -> "
+          f"{num(t['reward_last'])}; teacher_kl {num(t['teacher_kl_first'])} -> {num(t['teacher_kl_last'])}; "
+          f"total {results['total_seconds'] / 60:.1f} min; results in {results_path}")
+    return results
+
+
+if __name__ == "__main__":
+    main()
