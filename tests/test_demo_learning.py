@@ -1,0 +1,46 @@
+"""The learning demo's bookkeeping (scripts/demo_learning.py): stage plan, training windows and the docs block."""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+_spec = importlib.util.spec_from_file_location("demo_learning_script", ROOT / "scripts" / "demo_learning.py")
+demo = importlib.util.module_from_spec(_spec)
+sys.modules[_spec.name] = demo  # its dataclass (Stage) resolves annotations through sys.modules
+_spec.loader.exec_module(demo)
+
+
+def test_heldout_tasks_use_the_rl_families_with_their_own_seed():
+    assert demo.heldout_spec(96) == "synthetic:n=96,seed=1,difficulty=tiny,families=rotate+flip+transpose+mirror_concat"
+
+
+def test_plan_runs_the_ablation_only_when_asked(tmp_path):
+    names = [s.name for s in demo.plan(tmp_path, seed=0, n_heldout=8, n_predictions=2, ablation=False)]
+    assert names == ["model", "student", "teacher", "eval-student", "eval-teacher", "grpo-opd", "eval-grpo-opd"]
+    stages = demo.plan(tmp_path, seed=3, n_heldout=8, n_predictions=2, ablation=True)
+    ablation = stages[-2]
+    assert ablation.name == "grpo-only" and ablation.command[-4:] == ["--teacher_backend", "none", "--teacher_tau", "0"]
+    assert ablation.done_file == tmp_path / "grpo-only" / "run_summary.json"
+    assert all("--seed" in s.command and s.command[s.command.index("--seed") + 1] == "3" for s in stages)
+
+
+def test_training_metrics_average_the_first_and_last_window(tmp_path):
+    history = [{"step": i + 1, "reward": float(i), "teacher_kl": 1.0 / (i + 1)} for i in range(25)]
+    history.append({"train_runtime": 1.0})  # the final summary entry carries no reward
+    (tmp_path / "trainer_state.json").write_text(json.dumps({"log_history": history}))
+    (tmp_path / "run_summary.json").write_text(json.dumps({"seconds": 12.5}))
+    metrics = demo.training_metrics(tmp_path)
+    assert metrics["steps"] == list(range(1, 26)) and metrics["seconds"] == 12.5
+    assert metrics["reward_first"] == sum(range(10)) / 10 and metrics["reward_last"] == sum(range(15, 25)) / 10
+    assert metrics["valid"] == [] and metrics["valid_first"] is None
+
+
+def test_write_docs_replaces_only_the_results_block(tmp_path, monkeypatch):
+    monkeypatch.setattr(demo, "DOCS", tmp_path / "learning.md")
+    demo.DOCS.write_text(f"# Head\nprose\n{demo.BEGIN}\nold numbers\n{demo.END}\n## Tail\nmore prose\n")
+    demo.write_docs("new numbers")
+    assert demo.DOCS.read_text() == f"# Head\nprose\n{demo.BEGIN}\nnew numbers\n{demo.END}\n## Tail\nmore prose\n"
