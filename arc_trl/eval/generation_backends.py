@@ -87,7 +87,7 @@ def build_generator(args, tokenizer, eos_ids: list[int], max_model_len: int, sta
         if args.temperature == 0:
             sampling = {"do_sample": False}
         else:
-            sampling.setdefault("top_k", 0)  # override the model's generation_config (e.g. Qwen3's top_k=20)
+            sampling.setdefault("top_k", 0)  # the model's generation_config may set one (Qwen3: 20)
             sampling.setdefault("min_p", None)
         return TransformersGenerator(model, tokenizer, eos_ids, batch_size=args.batch_size, **sampling)
     try:
