@@ -86,9 +86,6 @@ def build_generator(args, tokenizer, eos_ids: list[int], max_model_len: int, sta
         model.to("cuda" if torch.cuda.is_available() else "cpu").eval()
         if args.temperature == 0:
             sampling = {"do_sample": False}
-        else:
-            sampling.setdefault("top_k", 0)  # the model's generation_config may set one (Qwen3: 20)
-            sampling.setdefault("min_p", None)
         return TransformersGenerator(model, tokenizer, eos_ids, batch_size=args.batch_size, **sampling)
     try:
         from vllm import LLM

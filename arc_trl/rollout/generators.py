@@ -106,9 +106,9 @@ class VLLMGenerator:
 class TransformersGenerator:
     """Plain `model.generate` with left padding (evaluation without vLLM). Returns processed-score logprobs.
 
-    `top_k` defaults to 0 (off), as in vLLM and TRL: transformers' `generate` otherwise fills in `top_k=50` (or the
-    model's generation_config value), so the episodes would come from, and their logprobs describe, a truncated
-    distribution that the trainer's full-softmax log-probs do not."""
+    When sampling, `top_k` and `min_p` default to off, as in vLLM and TRL: transformers' `generate` otherwise fills in
+    `top_k=50` or the model's generation_config values (Qwen3: top_k 20), so the episodes would come from, and their
+    logprobs describe, a truncated distribution that the trainer's full-softmax log-probs do not."""
 
     def __init__(self, model, tokenizer, eos_token_ids: list[int], batch_size: int = 8, **sampling) -> None:
         self.model = model
@@ -118,6 +118,7 @@ class TransformersGenerator:
         self.sampling = {"do_sample": True, **sampling}
         if self.sampling["do_sample"]:
             self.sampling.setdefault("top_k", 0)
+            self.sampling.setdefault("min_p", None)
 
     @torch.no_grad()
     def generate(self, sequences, max_tokens):
