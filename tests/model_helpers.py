@@ -7,8 +7,23 @@ replies, SUBMIT) can't be exercised with it. Overfitting the tiny model on a sin
 
 from __future__ import annotations
 
+import importlib.util
 import shutil
+import sys
 from pathlib import Path
+from types import ModuleType
+
+SCRIPTS = Path(__file__).resolve().parents[1] / "scripts"
+
+
+def load_script(name: str) -> ModuleType:
+    """Import `scripts/<name>.py` as a module (scripts are not a package); registered in sys.modules so that its
+    dataclasses can resolve their annotations."""
+    spec = importlib.util.spec_from_file_location(f"arc_trl_script_{name}", SCRIPTS / f"{name}.py")
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = module
+    spec.loader.exec_module(module)
+    return module
 
 
 def reference_episode(task, pool):

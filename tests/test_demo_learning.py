@@ -2,16 +2,11 @@
 
 from __future__ import annotations
 
-import importlib.util
 import json
-import sys
-from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[1]
-_spec = importlib.util.spec_from_file_location("demo_learning_script", ROOT / "scripts" / "demo_learning.py")
-demo = importlib.util.module_from_spec(_spec)
-sys.modules[_spec.name] = demo  # its dataclass (Stage) resolves annotations through sys.modules
-_spec.loader.exec_module(demo)
+from model_helpers import load_script
+
+demo = load_script("demo_learning")
 
 
 def test_heldout_tasks_use_the_rl_families_with_their_own_seed():

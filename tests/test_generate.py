@@ -3,7 +3,6 @@ settings that never mix, LoRA adapters, then the score outputs."""
 
 from __future__ import annotations
 
-import importlib.util
 import json
 import os
 from pathlib import Path
@@ -13,8 +12,8 @@ import pytest
 from arc_trl.eval import generate as gen
 from arc_trl.eval.attempts_file import COMPLETIONS_FILE, attempt_augmentation, read_completions_file
 from arc_trl.eval.generation_settings import SAMPLING_FILE, GenerateInputError, resolve_options
+from model_helpers import load_script
 
-REPO = Path(__file__).resolve().parents[1]
 AGENT = ["--max-turns", "3", "--max-tokens-per-turn", "400", "--max-completion-length", "1200", "--workers", "1",
          "--no-progress"]
 RECORD_KEYS = {"task_id", "attempt", "completion", "finish_reason", "num_turns", "num_model_tokens", "outcome",
@@ -23,10 +22,7 @@ RECORD_KEYS = {"task_id", "attempt", "completion", "finish_reason", "num_turns",
 
 def evaluate_main(argv):
     """`scripts/evaluate.py` in-process (the dispatcher, as a user runs it)."""
-    spec = importlib.util.spec_from_file_location("evaluate_script", REPO / "scripts" / "evaluate.py")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module.main(argv)
+    return load_script("evaluate").main(argv)
 
 
 @pytest.fixture(scope="module")

@@ -3,11 +3,9 @@
 from __future__ import annotations
 
 import contextlib
-import importlib.util
 import io
 import json
 import re
-from pathlib import Path
 
 import numpy as np
 import pytest
@@ -27,12 +25,9 @@ from arc_trl.synthetic import (
     read_metadata,
     repl_turns,
 )
+from model_helpers import load_script
 
-_spec = importlib.util.spec_from_file_location(
-    "make_synthetic", Path(__file__).resolve().parents[1] / "scripts" / "make_synthetic.py"
-)
-make_synthetic = importlib.util.module_from_spec(_spec)
-_spec.loader.exec_module(make_synthetic)
+make_synthetic = load_script("make_synthetic")
 
 CODE_BLOCK = re.compile(r"```python\n(.*?)```", re.DOTALL)
 DIHEDRAL = {
