@@ -17,7 +17,7 @@ demo: setup
 	test -f outputs/tiny-sft/model.safetensors || $(PY) scripts/sft.py --config configs/sft-tiny-cpu.yaml
 	$(PY) scripts/train.py --config configs/tiny-cpu.yaml
 
-# The CPU learning demonstration of docs/learning.md (~17 min): SFT -> measure -> GRPO + OPD (and GRPO alone) -> measure.
+# The CPU learning demonstration of docs/learning.md (~14 min): SFT -> measure -> GRPO + OPD (and GRPO alone) -> measure.
 demo-learning: setup
 	$(PY) scripts/demo_learning.py --fresh --ablation
 

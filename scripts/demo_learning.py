@@ -1,6 +1,6 @@
 """The CPU learning demo in one command: a tiny model learns synthetic ARC tasks in the REPL, end to end.
 
-    python scripts/demo_learning.py              # ~14 min on 2 CPU cores (~17 with --ablation), writes docs/learning.md
+    python scripts/demo_learning.py              # ~10 min on 2 CPU cores (~14 with --ablation), writes docs/learning.md
     python scripts/demo_learning.py --resume     # continue an interrupted run (finished stages are kept)
     python scripts/demo_learning.py --ablation   # also GRPO without the teacher, from the same student
 
