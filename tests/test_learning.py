@@ -6,9 +6,10 @@ distillation config must raise the mean reward: the mean over the last 8 steps m
 step, which is scored before any update (the SFT student). Fixed seed (the configs' seed 0).
 
 A fixed seed does not fix the trajectory: runs part ways from step 2 between machines (float32 rounding differs
-between CPUs) and even between a fresh clone's test run and a standalone run here. Step 1 is the one step they all
-share (reward 0.488 for seed 0 in every run we have), which makes it the stable "before". The last-8 mean ranged
-1.28-1.89 over four seed-0 runs (two at `teacher_tau: 0.1`, two at 0.3), and 1.06-3.46 over ten seeds at 0.1
+between CPUs), and test runs did so even on this machine (a clean clone's suite run and a standalone run of this test
+differed from step 2; cause not found). Step 1 is scored before any update and is the one step they all share
+(reward 0.488 for seed 0 in every run we have), which makes it the stable "before". The last-8 mean was 1.28-1.89
+over five seed-0 runs (three at `teacher_tau: 0.1`, two at 0.3) and 1.06-3.46 over ten seeds at 0.1
 (docs/learning.md, "Seed study"). Windows of the first 4 steps against the last 8 failed once in a clean clone
 (1.68 -> 1.51): steps 2-4 already learn or draw lucky tasks. teacher_kl falls over the demo's 50 steps but not
 reliably within 16, so here the teacher is only checked to be live (a log-prob for every model token at every step).
