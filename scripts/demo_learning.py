@@ -164,8 +164,9 @@ def training_metrics(run_dir: Path) -> dict[str, Any]:
 
 
 def moving_average(values: list[float], width: int = WINDOW) -> list[float]:
-    return [sum(values[max(0, i - width + 1) : i + 1]) / len(values[max(0, i - width + 1) : i + 1])
-            for i in range(len(values))]
+    """Trailing mean over up to `width` values (fewer at the start)."""
+    windows = (values[max(0, i - width + 1) : i + 1] for i in range(len(values)))
+    return [sum(w) / len(w) for w in windows]
 
 
 def plot_series(runs: dict[str, dict[str, Any]], key: str, ylabel: str, title: str, path: Path) -> None:
