@@ -63,10 +63,10 @@ class ArcConfig:
     sandbox_timeout_s: float = field(default=5.0, metadata={"help": "Wall-clock limit per code execution."})
     sandbox_memory_mb: int = field(default=1024, metadata={"help": "Address-space limit of a sandbox process."})
     sandbox_max_output_chars: int = field(default=2000, metadata={"help": "stdout/stderr kept per execution."})
-    sandbox_disk_mb: int = field(default=32, metadata={"help": "Bytes (MB) a session's working directory may hold."})
-    sandbox_max_files: int = field(default=2000, metadata={"help": "Files a session's working directory may hold."})
+    sandbox_disk_mb: int = field(default=16, metadata={"help": "Bytes (MB) a session's working directory may hold."})
+    sandbox_max_files: int = field(default=1000, metadata={"help": "Files a session's working directory may hold."})
     sandbox_idle_memory_mb: int | None = field(
-        default=160, metadata={"help": "Resident MB a session may keep between runs (more: restarted, state lost)."}
+        default=128, metadata={"help": "Resident MB a session may keep between runs (more: restarted, state lost)."}
     )
 
     # --- teacher / on-policy distillation (docs/opd.md) ----------------------------------------------------------

@@ -28,10 +28,10 @@ class SandboxConfig:
     session_cpu_s: int = 600  # RLIMIT_CPU of a whole session process (it is restarted when exhausted)
     max_file_mb: int = 16  # largest file the code may write in its working directory
     max_open_files: int = 64
-    disk_mb: int = 32  # bytes the working directory may hold (private tmpfs: memory, freed when the session ends)
-    max_files: int = 2000  # files + folders the working directory may hold (private tmpfs)
+    disk_mb: int = 16  # bytes the working directory may hold (private tmpfs: memory, freed when the session ends)
+    max_files: int = 1000  # files + folders the working directory may hold (private tmpfs)
     private_tmpfs: bool = True  # working directory = a size/inode-limited tmpfs where the kernel allows it
-    idle_memory_mb: int | None = 160  # resident memory a session may keep between runs, else it is restarted
+    idle_memory_mb: int | None = 128  # resident memory a session may keep between runs, else it is restarted
     allowed_packages: tuple[str, ...] = field(default_factory=tuple)  # importable besides numpy and the stdlib
     work_root: str | None = None  # where session working directories are created (None: the system temp dir)
     start_timeout_s: float = 60.0  # starting the zygote (imports numpy) or a session
