@@ -7,7 +7,9 @@ import ctypes
 import fcntl
 import os
 import subprocess
+import tempfile
 import time
+from pathlib import Path
 
 import pytest
 
@@ -15,7 +17,7 @@ from arc_trl.data.task import ArcTask, Pair
 from arc_trl.sandbox import SandboxConfig, SandboxPool
 from arc_trl.sandbox.child.tree import remove_tree
 
-DEEP_TREE = "import os\nfor i in range(1200):\n    os.mkdir('d')\n    os.chdir('d')\nprint(len(os.getcwd()))"
+DEEP_TREE = "import os\nfor i in range(1100):\n    os.mkdir('d')\n    os.chdir('d')\nprint(len(os.getcwd()))"
 
 
 def task() -> ArcTask:
@@ -35,13 +37,18 @@ def kernel_layers(session) -> None:
         pytest.skip(f"seccomp unavailable here: {session.protections}")
 
 
+def fast_dir(tmp_path) -> str:
+    """A folder on tmpfs where there is one (the loaded CI disk makes 1000s of nested folders slow)."""
+    return tempfile.mkdtemp(dir="/dev/shm") if os.access("/dev/shm", os.W_OK) else str(tmp_path)
+
+
 def test_remove_tree_deeper_than_path_max(tmp_path):
-    top = tmp_path / "top"
+    top = Path(fast_dir(tmp_path)) / "top"
     top.mkdir()
     fd = os.open(top, os.O_RDONLY)
-    for _ in range(1500):  # 1500 * "dd/" > PATH_MAX (4096)
-        os.mkdir("dd", dir_fd=fd)
-        new = os.open("dd", os.O_RDONLY, dir_fd=fd)
+    for _ in range(1100):  # deeper than the recursion limit (1000); 1100 * "dddd/" > PATH_MAX (4096)
+        os.mkdir("dddd", dir_fd=fd)
+        new = os.open("dddd", os.O_RDONLY, dir_fd=fd)
         os.close(fd)
         fd = new
     os.close(os.open("f", os.O_CREAT | os.O_WRONLY, 0o600, dir_fd=fd))
@@ -49,11 +56,13 @@ def test_remove_tree_deeper_than_path_max(tmp_path):
     assert remove_tree(str(top)) is True
     assert not top.exists()
     assert remove_tree(str(top)) is True  # already gone: fine
+    os.rmdir(top.parent)
 
 
 @pytest.mark.parametrize("private_tmpfs", [True, False])
-def test_deep_folder_tree_does_not_hurt_the_trainer(private_tmpfs):
-    config = SandboxConfig(timeout_s=10.0, memory_mb=512, private_tmpfs=private_tmpfs)
+def test_deep_folder_tree_does_not_hurt_the_trainer(private_tmpfs, tmp_path):
+    root = fast_dir(tmp_path)
+    config = SandboxConfig(timeout_s=10.0, memory_mb=512, private_tmpfs=private_tmpfs, max_files=5000, work_root=root)
     with SandboxPool(num_workers=2, config=config) as pool:
         bystander = pool.new_session(task())
         assert bystander.run("x = 41").status == "ok"
@@ -67,6 +76,7 @@ def test_deep_folder_tree_does_not_hurt_the_trainer(private_tmpfs):
         assert not os.path.exists(work_dir)
         assert bystander.run("print(x + 1)").stdout == "42\n"  # the zygote survived: no state lost elsewhere
         bystander.close()
+    assert remove_tree(root) and not os.path.exists(root)
 
 
 def test_scheduling_of_other_processes_is_refused(bare_pool):
