@@ -204,3 +204,7 @@ def test_arc_config_limits_reach_the_sandbox():
     config = arc.sandbox_config()
     assert (config.disk_mb, config.max_files, config.idle_memory_mb) == (12, 345, 222)
     assert config.memory_mb == arc.sandbox_memory_mb and config.timeout_s == arc.sandbox_timeout_s
+    with pytest.raises(ValueError, match="idle_memory_mb must be at least 64"):
+        SandboxConfig(idle_memory_mb=10)
+    with pytest.raises(ValueError, match="max_files must be a positive number"):
+        SandboxConfig(max_files=0)

@@ -53,6 +53,9 @@ class SandboxConfig:
         if self.memory_mb < 256:
             raise ValueError(f"SandboxConfig.memory_mb must be at least 256 (Python + numpy need ~110 MB), "
                              f"got {self.memory_mb}")
+        if self.idle_memory_mb is not None and self.idle_memory_mb < 64:
+            raise ValueError(f"SandboxConfig.idle_memory_mb must be at least 64 or None (an idle Python + numpy "
+                             f"session keeps ~28 MB resident), got {self.idle_memory_mb}")
         if isinstance(self.allowed_packages, str):
             raise TypeError("SandboxConfig.allowed_packages must be a list of package names, not a string")
         object.__setattr__(self, "allowed_packages", tuple(self.allowed_packages))
