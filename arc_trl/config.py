@@ -7,6 +7,10 @@ below is a top-level YAML key and a `--flag` on the command line (CLI overrides 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from arc_trl.sandbox.config import SandboxConfig
 
 AGENT_MODES = ("repl", "program")
 REWARD_MODES = ("binary", "partial", "balanced", "barc")
@@ -59,6 +63,11 @@ class ArcConfig:
     sandbox_timeout_s: float = field(default=5.0, metadata={"help": "Wall-clock limit per code execution."})
     sandbox_memory_mb: int = field(default=1024, metadata={"help": "Address-space limit of a sandbox process."})
     sandbox_max_output_chars: int = field(default=2000, metadata={"help": "stdout/stderr kept per execution."})
+    sandbox_disk_mb: int = field(default=16, metadata={"help": "Bytes (MB) a session's working directory may hold."})
+    sandbox_max_files: int = field(default=1000, metadata={"help": "Files a session's working directory may hold."})
+    sandbox_idle_memory_mb: int | None = field(
+        default=128, metadata={"help": "Resident MB a session may keep between runs (more: restarted, state lost)."}
+    )
 
     # --- teacher / on-policy distillation (docs/opd.md) ----------------------------------------------------------
     teacher_backend: str = field(
@@ -127,6 +136,16 @@ class ArcConfig:
         default=False, metadata={"help": "Validate the config, print the resolved values and exit without training."}
     )
     use_unsloth: bool = field(default=False, metadata={"help": "Load the model with unsloth (single GPU, LoRA)."})
+
+    def sandbox_config(self) -> SandboxConfig:
+        """The `SandboxConfig` of these settings (the limits not set here keep SandboxConfig's defaults)."""
+        from arc_trl.sandbox.config import SandboxConfig
+
+        return SandboxConfig(
+            timeout_s=self.sandbox_timeout_s, memory_mb=self.sandbox_memory_mb,
+            max_output_chars=self.sandbox_max_output_chars, disk_mb=self.sandbox_disk_mb,
+            max_files=self.sandbox_max_files, idle_memory_mb=self.sandbox_idle_memory_mb,
+        )
 
     def __post_init__(self) -> None:
         checks = {

@@ -28,6 +28,10 @@ class SandboxConfig:
     session_cpu_s: int = 600  # RLIMIT_CPU of a whole session process (it is restarted when exhausted)
     max_file_mb: int = 16  # largest file the code may write in its working directory
     max_open_files: int = 64
+    disk_mb: int = 16  # bytes the working directory may hold (private tmpfs: memory, freed when the session ends)
+    max_files: int = 1000  # files + folders the working directory may hold (private tmpfs)
+    private_tmpfs: bool = True  # working directory = a size/inode-limited tmpfs where the kernel allows it
+    idle_memory_mb: int | None = 128  # resident memory a session may keep between runs, else it is restarted
     allowed_packages: tuple[str, ...] = field(default_factory=tuple)  # importable besides numpy and the stdlib
     work_root: str | None = None  # where session working directories are created (None: the system temp dir)
     start_timeout_s: float = 60.0  # starting the zygote (imports numpy) or a session
@@ -36,18 +40,22 @@ class SandboxConfig:
     def __post_init__(self) -> None:
         positive = ["timeout_s", "kill_grace_s", "memory_mb", "max_output_chars", "max_threads", "max_recursion_depth",
                     "max_code_chars",
-                    "max_blocks_per_turn", "session_cpu_s", "max_file_mb", "max_open_files", "start_timeout_s"]
+                    "max_blocks_per_turn", "session_cpu_s", "max_file_mb", "max_open_files", "start_timeout_s",
+                    "disk_mb", "max_files"]
         for name in positive:
             value = getattr(self, name)
             if isinstance(value, bool) or not isinstance(value, (int, float)) or value <= 0:
                 raise ValueError(f"SandboxConfig.{name} must be a positive number, got {value!r}")
-        for name in ("cpu_time_s", "program_timeout_s"):
+        for name in ("cpu_time_s", "program_timeout_s", "idle_memory_mb"):
             value = getattr(self, name)
             if value is not None and (isinstance(value, bool) or not isinstance(value, (int, float)) or value <= 0):
                 raise ValueError(f"SandboxConfig.{name} must be a positive number or None, got {value!r}")
         if self.memory_mb < 256:
             raise ValueError(f"SandboxConfig.memory_mb must be at least 256 (Python + numpy need ~110 MB), "
                              f"got {self.memory_mb}")
+        if self.idle_memory_mb is not None and self.idle_memory_mb < 64:
+            raise ValueError(f"SandboxConfig.idle_memory_mb must be at least 64 or None (an idle Python + numpy "
+                             f"session keeps ~28 MB resident), got {self.idle_memory_mb}")
         if isinstance(self.allowed_packages, str):
             raise TypeError("SandboxConfig.allowed_packages must be a list of package names, not a string")
         object.__setattr__(self, "allowed_packages", tuple(self.allowed_packages))
@@ -65,5 +73,5 @@ class SandboxConfig:
     def child_settings(self) -> dict[str, Any]:
         """The subset the child needs."""
         keys = ("memory_mb", "max_output_chars", "max_threads", "max_recursion_depth", "session_cpu_s", "max_file_mb",
-                "max_open_files", "audit_hook")
+                "max_open_files", "audit_hook", "disk_mb", "max_files", "private_tmpfs")
         return {k: v for k, v in asdict(self).items() if k in keys}

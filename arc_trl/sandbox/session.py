@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import functools
-import shutil
+import os
 import signal
 import socket
 import struct
@@ -22,6 +22,7 @@ from typing import TYPE_CHECKING, Any, Self
 
 from arc_trl.data.task import ArcTask, Grid, normalize_grid
 from arc_trl.sandbox.child import wire
+from arc_trl.sandbox.child.tree import remove_tree
 from arc_trl.sandbox.code_blocks import extract_code_blocks, extract_program, parses
 from arc_trl.sandbox.forkserver import SandboxError
 from arc_trl.sandbox.observation import NO_CODE, format_turn
@@ -55,14 +56,27 @@ class _Child:
 
 
 def _kill_child(forkserver: Any, pid: int, generation: int, channel: socket.socket, work_dir: str) -> dict[str, Any]:
-    """Kill a child (through its zygote), close the channel, remove its working directory."""
+    """Kill a child (through its zygote), close the channel, remove its working directory. Never raises."""
     try:
         info = forkserver.kill(pid, generation)
-    except SandboxError:
+    except Exception:  # noqa: BLE001  SandboxError, or anything else: cleanup must not fail the trainer
         info = {"exit_code": None, "signal": None}
     channel.close()
-    shutil.rmtree(work_dir, ignore_errors=True)  # normally already done by the zygote
+    if os.path.lexists(work_dir):  # normally already discarded by the zygote; here only if the zygote is gone
+        remove_tree(work_dir)  # iterative: a 10 000-level folder tree cannot raise RecursionError
     return info
+
+
+def _resident_mb(pid: int) -> float | None:
+    """Resident memory of a process in MB (None when it cannot be read)."""
+    try:
+        with open(f"/proc/{pid}/statm", "rb") as f:
+            return int(f.read().split()[1]) * _PAGE_SIZE / 2**20
+    except (OSError, ValueError, IndexError):
+        return None
+
+
+_PAGE_SIZE = os.sysconf("SC_PAGE_SIZE")
 
 
 class Session:
@@ -244,12 +258,32 @@ class Session:
                     result = self._validated(reply)
                 except ChildLost as lost:
                     result = self._recover(lost, timeout)
+            self._check_idle_memory(result)
             result.seconds = time.perf_counter() - start
             if result.status == "timeout" and not result.note and result.error_kind in ("wall_time", "cpu_time"):
                 result.note = "execution was stopped at the time limit; the interpreter state is kept"
             if result.submitted is not None:
                 self.submitted = result.submitted
             return result
+
+    def _check_idle_memory(self, result: ExecResult) -> None:
+        """Restart the interpreter when it keeps more than `idle_memory_mb` resident between runs (idle sessions'
+        memory adds up over a batch); the result says so."""
+        limit = self.config.idle_memory_mb
+        if limit is None or self._child is None or result.restarted:
+            return
+        resident = _resident_mb(self._child.pid)
+        if resident is None or resident <= limit:
+            return
+        child, self._child = self._child, None
+        self._kill(child)
+        self.restarts += 1
+        error = self._ensure_child()
+        what = (f"the interpreter kept {resident:.0f} MB of memory after this run, more than the limit of {limit} MB "
+                "(idle_memory_mb)")
+        result.restarted = error is None
+        result.note = f"{what}; {RESTART_NOTE}" if error is None else (
+            f"{what} and was stopped; the sandbox could not be restarted ({error}); the next code run will try again")
 
     def run_turn(self, text: str, max_blocks: int | None = None) -> TurnResult:
         """Run the code blocks of one assistant message in order; stop after a valid SUBMIT."""

@@ -44,7 +44,7 @@ class ArcGRPOTrainer(GRPOTrainer):
         teacher=None,
     ) -> None:
         from arc_trl.rewards.trl_rewards import make_reward_funcs
-        from arc_trl.sandbox import SandboxConfig, SandboxPool
+        from arc_trl.sandbox import SandboxPool
 
         self.arc_config = arc = arc_config
         if arc.teacher_loss == "reverse_kl" and arc.teacher_tau > 0 and args.beta != 0.0:
@@ -61,14 +61,7 @@ class ArcGRPOTrainer(GRPOTrainer):
             reward_funcs, weights = make_reward_funcs(arc.reward_mode, arc.agent_mode, arc.log_reward_components)
             if args.reward_weights is None:
                 args.reward_weights = weights
-        self.sandbox_pool = sandbox_pool or SandboxPool(
-            num_workers=arc.sandbox_workers,
-            config=SandboxConfig(
-                timeout_s=arc.sandbox_timeout_s,
-                memory_mb=arc.sandbox_memory_mb,
-                max_output_chars=arc.sandbox_max_output_chars,
-            ),
-        )
+        self.sandbox_pool = sandbox_pool or SandboxPool(num_workers=arc.sandbox_workers, config=arc.sandbox_config())
         self.rollout = ArcRollout(
             self.sandbox_pool,
             RolloutSettings(
