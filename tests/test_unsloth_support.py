@@ -129,3 +129,37 @@ def test_loader_passes_our_lora_settings_and_keeps_our_tokenizer(monkeypatch):
         "use_gradient_checkpointing": "unsloth", "random_state": 3})
     with pytest.raises(us.UnslothConfigError, match="use_peft"):  # the loader re-checks the config itself
         us.load_unsloth_model(_model_args(use_peft=False), _args(), "our-tokenizer")
+
+
+def test_torch_logprob_matches_trls_fused_head_function():
+    """TRL 1.15's fused LM head is Triton-only; arc_trl.trl_compat's torch stand-in (used on CPU with TRL 1.15) must
+    give what TRL 1.16's own function gives on CPU: log-probs, entropy, the logged stats and the gradients."""
+    import trl
+    from packaging.version import Version
+
+    from arc_trl.trl_compat import TorchChunkedLogProb, use_torch_logprob_on_cpu
+
+    if Version(trl.__version__) < Version("1.16"):
+        assert use_torch_logprob_on_cpu() == (not torch.cuda.is_available())
+        pytest.skip("TRL 1.15's reference function needs Triton; compared under TRL 1.16")
+    from trl.kernels import ChunkedLogProbFunction
+
+    assert use_torch_logprob_on_cpu() is False  # TRL 1.16: nothing to patch
+    gen = torch.Generator().manual_seed(0)
+    for softcap, with_bias in ((None, False), (3.0, True)):
+        hidden = torch.randn(7, 16, generator=gen, dtype=torch.float64).float().requires_grad_()
+        weight = (0.5 * torch.randn(50, 16, generator=gen)).requires_grad_()
+        bias = torch.randn(50, generator=gen).requires_grad_() if with_bias else None
+        targets = torch.randint(0, 50, (7,), generator=gen)
+        targets[0] = int((hidden[0].detach() @ weight.detach().T).argmax())  # one top-1 hit
+        results = []
+        for fn in (ChunkedLogProbFunction, TorchChunkedLogProb):
+            out = fn.apply(hidden, weight, bias, targets, 0.7, 16, softcap, 1.3)
+            grads = torch.autograd.grad(out[0].sum() + 0.5 * out[1].sum(), [hidden, weight])
+            results.append((out, grads))
+        (ref, ref_grads), (got, got_grads) = results
+        for a, b in zip(ref[:4], got[:4]):
+            torch.testing.assert_close(b, a, rtol=1e-4, atol=1e-5)
+        assert torch.equal(ref[4], got[4]) and (with_bias or bool(got[4][0]))  # the planted top-1 hit counts
+        for a, b in zip(ref_grads, got_grads):
+            torch.testing.assert_close(b, a, rtol=1e-4, atol=1e-5)
