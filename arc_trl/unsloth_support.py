@@ -129,12 +129,14 @@ def load_unsloth_model(model_args, args, tokenizer, max_seq_length: int | None =
     check_unsloth_available()
     from unsloth import FastLanguageModel  # noqa: I001 (patches transformers/peft/torch checkpointing on import)
 
+    checkpointing = "unsloth" if args.gradient_checkpointing else False
     model, _ = FastLanguageModel.from_pretrained(
         model_name=model_args.model_name_or_path,
         max_seq_length=max_seq_length or args.vllm_max_model_length or 8192,
         load_in_4bit=bool(model_args.load_in_4bit),
         dtype=_unsloth_dtype(model_args.dtype),
         fast_inference=False,  # generation goes through TRL (module docstring)
+        use_gradient_checkpointing=checkpointing,
     )
     model = FastLanguageModel.get_peft_model(
         model,
@@ -145,7 +147,7 @@ def load_unsloth_model(model_args, args, tokenizer, max_seq_length: int | None =
             "q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj"
         ],
         use_rslora=bool(model_args.use_rslora),
-        use_gradient_checkpointing="unsloth" if args.gradient_checkpointing else False,
+        use_gradient_checkpointing=checkpointing,
         random_state=args.seed,
     )
     return model, tokenizer, None

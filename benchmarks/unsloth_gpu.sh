@@ -4,7 +4,9 @@
 #   bash benchmarks/unsloth_gpu.sh MODEL_DIR OUT_DIR            # MODEL_DIR: save_pretrained folder + its tokenizer
 #   RUNS="peft_hf unsloth_hf" bash benchmarks/unsloth_gpu.sh MODEL_DIR OUT_DIR   # a subset (each run <= RUN_TIMEOUT s)
 # Runs: peft_hf / unsloth_hf (transformers generation), peft_vllm / unsloth_vllm (colocated vLLM; skipped without
-# vllm). Every run uses the same Python path, so both paths train on trl 1.15 + datasets 4.8 (the unsloth extra's set).
+# vllm); optional: unslothfirst_hf (unsloth imported before TRL, so ArcGRPOTrainer subclasses unsloth's patched
+# GRPOTrainer: shows what the import order costs or breaks). Every run uses the same Python path, so both paths
+# train on trl 1.15 + datasets 4.8 (the unsloth extra's set).
 # Packages: the vLLM bundle (shared/gpu-bundle/build.sh) extracted to $SITE (default /tmp/site), and unsloth's wheels
 # from .gpu4/ (.gpu4/README.txt), installed here into /tmp/unsloth_site, which goes first on PYTHONPATH.
 set -uo pipefail
@@ -28,11 +30,12 @@ EOF
 echo "== $(date -u) $(nvidia-smi --query-gpu=name --format=csv,noheader | head -1)"
 has_vllm=$(python3 -c 'import vllm' > /dev/null 2>&1 && echo 1 || echo 0)
 for name in $runs; do
-  path=${name%_*}; gen=${name#*_}; [ "$gen" = hf ] && gen=transformers
+  path=${name%_*}; gen=${name#*_}; [ "$gen" = hf ] && gen=transformers; first=()
+  [ "$path" = unslothfirst ] && path=unsloth && first=(--unsloth-first)
   if [ "$gen" = vllm ] && [ "$has_vllm" = 0 ]; then echo "== $name: skipped (no vllm)"; continue; fi
   echo "== $name"; t=$SECONDS
   timeout "${RUN_TIMEOUT:-300}" python3 benchmarks/unsloth_gpu_bench.py --model "$model" --path "$path" --generation "$gen" \
-    --steps "$steps" --out "$out/$name.json" --run-dir "/tmp/unsloth_bench_runs/$name" > "$out/$name.log" 2>&1
+    --steps "$steps" "${first[@]}" --out "$out/$name.json" --run-dir "/tmp/unsloth_bench_runs/$name" > "$out/$name.log" 2>&1
   echo "   rc=$? in $((SECONDS - t)) s"; grep -E '"(ok|error|step_wall_s_median_after_first|peak_mem_allocated_gib)"' "$out/$name.json" 2> /dev/null \
     || tail -5 "$out/$name.log" | cut -c1-300
 done

@@ -47,6 +47,9 @@ def parse_args(argv=None):
     p.add_argument("--lora-r", type=int, default=16)
     p.add_argument("--out", help="write the result JSON here")
     p.add_argument("--run-dir", default=None, help="output_dir of the training run (default: next to --out)")
+    p.add_argument("--unsloth-first", action="store_true",
+                   help="import unsloth before TRL (ArcGRPOTrainer then subclasses unsloth's patched GRPOTrainer); "
+                        "default: the library's order, TRL first, TRL's loss")
     p.add_argument("--cpu", action="store_true", help="smoke-test the script on CPU (peft path, float32, tiny sizes)")
     p.add_argument("--compare", nargs=2, metavar=("PEFT_JSON", "UNSLOTH_JSON"), help="print ratios of two results")
     return p.parse_args(argv)
@@ -91,6 +94,8 @@ def versions() -> dict:
 
 
 def run(a) -> dict:
+    if a.unsloth_first:
+        import unsloth  # noqa: F401  (before transformers/TRL: unsloth patches them, GRPOTrainer included)
     import torch
     from transformers import TrainerCallback
 
@@ -135,7 +140,7 @@ def run(a) -> dict:
 
     trainer_module.ArcGRPOTrainer = TimedTrainer
     run_dir = a.run_dir or str(Path(a.out or "unsloth_bench.json").with_suffix("")) + "_run"
-    result: dict = {"path": a.path, "generation": a.generation, "teacher": a.teacher, "model": a.model,
+    result: dict = {"path": a.path, "unsloth_first": a.unsloth_first, "generation": a.generation, "teacher": a.teacher, "model": a.model,
                     "steps": a.steps, "episodes_per_step": a.batch, "versions": versions(),
                     "gpu": torch.cuda.get_device_name(0) if cuda else "cpu", "argv": train_argv(a, run_dir)}
     t0 = time.perf_counter()

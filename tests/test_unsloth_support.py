@@ -123,7 +123,7 @@ def test_loader_passes_our_lora_settings_and_keeps_our_tokenizer(monkeypatch):
     model, tokenizer, peft_config = us.load_unsloth_model(model_args, _args(), "our-tokenizer", max_seq_length=2048)
     assert (model, tokenizer, peft_config) == ("peft-model", "our-tokenizer", None)
     assert calls["load"] == {"model_name": "/m", "max_seq_length": 2048, "load_in_4bit": False,
-                             "dtype": torch.bfloat16, "fast_inference": False}
+                             "dtype": torch.bfloat16, "fast_inference": False, "use_gradient_checkpointing": "unsloth"}
     assert calls["peft"] == ("base-model", {
         "r": 8, "lora_alpha": 16, "lora_dropout": 0.05, "target_modules": ["q_proj", "v_proj"], "use_rslora": True,
         "use_gradient_checkpointing": "unsloth", "random_state": 3})
