@@ -36,7 +36,7 @@ for name in $runs; do
   echo "== $name"; t=$SECONDS
   timeout "${RUN_TIMEOUT:-300}" python3 benchmarks/unsloth_gpu_bench.py --model "$model" --path "$path" --generation "$gen" \
     --steps "$steps" "${first[@]}" --out "$out/$name.json" --run-dir "/tmp/unsloth_bench_runs/$name" > "$out/$name.log" 2>&1
-  echo "   rc=$? in $((SECONDS - t)) s"; grep -E '"(ok|error|step_wall_s_median_after_first|peak_mem_allocated_gib)"' "$out/$name.json" 2> /dev/null \
+  echo "   rc=$? in $((SECONDS - t)) s"; grep -E '"(ok|error|step_wall_s_median_after_first|train_s_median_after_first|peak_mem_allocated_gib)"' "$out/$name.json" 2> /dev/null \
     || tail -5 "$out/$name.log" | cut -c1-300
 done
 for gen in hf vllm; do

@@ -12,8 +12,10 @@ OPD teacher term with the frozen base model as teacher (`teacher_backend: base`,
 through TRL: transformers (`--generation transformers`) or colocated vLLM (`--generation vllm`). The only difference
 between the two paths is `use_unsloth` (unsloth's FastLanguageModel, its LoRA layers, "unsloth" checkpointing).
 
-Reported per run: wall time of each optimizer step (generation + teacher + forward/backward), TRL's `step_time`
-(forward/backward only), the median over the steps after the first (compilation/warm-up), peak GPU memory
+Reported per run, for each optimizer step: wall time, the part spent in `_generate_and_score_completions`
+(episodes, rewards, teacher scoring) and the rest (`train_s`: log-prob forward, loss, backward, optimizer), with
+medians over the steps after the first (compilation/warm-up); TRL's `step_time` (its `training_step`, which
+includes the generation); peak GPU memory
 (`torch.cuda.max_memory_allocated` / reserved), the loss/reward/teacher_kl of each step, versions, and which
 checkpoint function torch uses (unsloth replaces `torch.utils.checkpoint.checkpoint`).
 """
@@ -109,6 +111,7 @@ def run(a) -> dict:
             torch.cuda.synchronize()
 
     step_ends: list[float] = []
+    generate: list[tuple[int, float]] = []  # (global_step when it ran, seconds)
     started: dict[str, float] = {}
     probe: dict = {}
 
@@ -138,6 +141,15 @@ def run(a) -> dict:
                 torch.utils.checkpoint.checkpoint, "__name__", "?")
             probe["trainer_mro"] = [c.__name__ for c in type(self).__mro__[:4]]
 
+        def _generate_and_score_completions(self, inputs):
+            sync()
+            t = time.perf_counter()
+            try:
+                return super()._generate_and_score_completions(inputs)
+            finally:
+                sync()
+                generate.append((self.state.global_step, time.perf_counter() - t))
+
     trainer_module.ArcGRPOTrainer = TimedTrainer
     run_dir = a.run_dir or str(Path(a.out or "unsloth_bench.json").with_suffix("")) + "_run"
     result: dict = {"path": a.path, "unsloth_first": a.unsloth_first, "generation": a.generation, "teacher": a.teacher, "model": a.model,
@@ -162,6 +174,11 @@ def run(a) -> dict:
         wall = [round(b - e, 3) for e, b in zip(edges, edges[1:])]
         result["step_wall_s"] = wall
         result["step_wall_s_median_after_first"] = round(statistics.median(wall[1:] or wall), 3)
+        gen = [round(sum(s for g, s in generate if g == i), 3) for i in range(len(wall))]
+        train = [round(w - g, 3) for w, g in zip(wall, gen)]
+        result["generate_s"], result["train_s"] = gen, train
+        result["generate_s_median_after_first"] = round(statistics.median(gen[1:] or gen), 3)
+        result["train_s_median_after_first"] = round(statistics.median(train[1:] or train), 3)
     if cuda:
         result["peak_mem_allocated_gib"] = round(torch.cuda.max_memory_allocated() / 2**30, 3)
         result["peak_mem_reserved_gib"] = round(torch.cuda.max_memory_reserved() / 2**30, 3)
@@ -186,13 +203,12 @@ def compare(peft: dict, unsloth: dict) -> dict:
     return {
         "peft_ok": peft.get("ok"), "unsloth_ok": unsloth.get("ok"),
         "unsloth_error": unsloth.get("error"),
-        "step_wall_s_median": [peft.get("step_wall_s_median_after_first"),
-                               unsloth.get("step_wall_s_median_after_first")],
-        "trl_step_time_s_median": [peft.get("trl_step_time_s_median_after_first"),
-                                   unsloth.get("trl_step_time_s_median_after_first")],
-        "peak_mem_allocated_gib": [peft.get("peak_mem_allocated_gib"), unsloth.get("peak_mem_allocated_gib")],
-        "unsloth_over_peft": {k: ratio(k) for k in ("step_wall_s_median_after_first",
-                                                    "trl_step_time_s_median_after_first", "peak_mem_allocated_gib",
+        **{f"{k}_median [peft, unsloth]": [peft.get(f"{k}_median_after_first"), unsloth.get(f"{k}_median_after_first")]
+           for k in ("step_wall_s", "generate_s", "train_s")},
+        "peak_mem_allocated_gib [peft, unsloth]": [peft.get("peak_mem_allocated_gib"),
+                                                   unsloth.get("peak_mem_allocated_gib")],
+        "unsloth_over_peft": {k: ratio(k) for k in ("step_wall_s_median_after_first", "generate_s_median_after_first",
+                                                    "train_s_median_after_first", "peak_mem_allocated_gib",
                                                     "peak_mem_reserved_gib")},
     }
 
