@@ -30,6 +30,13 @@ def parse_config(argv: list[str] | None = None) -> tuple[ArcConfig, GRPOConfig, 
         raise SystemExit(f"error{where}: {exc}") from exc
     if model_args.model_name_or_path is None:
         raise SystemExit(f"error: model_name_or_path is not set ({config_path or 'command line'})")
+    if arc.use_unsloth:  # config-only checks, before any model or data is loaded
+        from arc_trl.unsloth_support import UnslothConfigError, check_unsloth_config
+
+        try:
+            check_unsloth_config(args, model_args)
+        except UnslothConfigError as exc:
+            raise SystemExit(f"error in {config_path or 'command line'}: {exc}") from exc
     return arc, args, model_args
 
 
@@ -197,7 +204,8 @@ def main(argv: list[str] | None = None) -> dict | None:
     if arc.use_unsloth:
         from arc_trl.unsloth_support import load_unsloth_model
 
-        model, tokenizer, peft_config = load_unsloth_model(model_args, args, tokenizer)
+        max_seq_length = (arc.max_prompt_tokens + args.max_completion_length) if arc.max_prompt_tokens else None
+        model, tokenizer, peft_config = load_unsloth_model(model_args, args, tokenizer, max_seq_length)
 
     trainer = ArcGRPOTrainer(
         model=model,

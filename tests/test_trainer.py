@@ -168,4 +168,4 @@ def test_unsloth_without_gpu_or_package_fails_clearly(tiny_model_dir, tmp_path):
     from arc_trl.unsloth_support import UnslothUnavailableError
 
     with pytest.raises(UnslothUnavailableError, match="needs a CUDA GPU|not installed"):
-        main(_argv(tiny_model_dir, tmp_path / "run", "--use_unsloth", "true", "--max_steps", "1"))
+        main(_argv(tiny_model_dir, tmp_path / "run", "--use_unsloth", "true", "--use_peft", "true", "--max_steps", "1"))

@@ -42,6 +42,9 @@ class LocalTeacher:
         partitioned and gathers layers in its forward); otherwise it is moved to the accelerator's device."""
         from trl.trainer.utils import add_fused_lm_head
 
+        from arc_trl.trl_compat import use_torch_logprob_on_cpu
+
+        use_torch_logprob_on_cpu()  # TRL 1.15 on CPU only (arc_trl/trl_compat.py)
         model.eval()
         for p in model.parameters():
             p.requires_grad_(False)

@@ -45,6 +45,9 @@ class ArcGRPOTrainer(GRPOTrainer):
     ) -> None:
         from arc_trl.rewards.trl_rewards import make_reward_funcs
         from arc_trl.sandbox import SandboxPool
+        from arc_trl.trl_compat import use_torch_logprob_on_cpu
+
+        use_torch_logprob_on_cpu()  # TRL 1.15 on CPU only (arc_trl/trl_compat.py)
 
         self.arc_config = arc = arc_config
         if arc.teacher_loss == "reverse_kl" and arc.teacher_tau > 0 and args.beta != 0.0:
