@@ -7,8 +7,13 @@ enter the loss, and `logprobs` carries the sampler's log-probabilities of model 
 between turns: the environment reply's tokens come from the chat template (`arc_trl.chat_template.env_turn_ids`).
 
 An episode ends on a valid SUBMIT, after `max_turns` assistant turns, when the token budget
-(`max_completion_length`, model + environment tokens) is exhausted, or when a turn is cut by the per-turn cap
-(a turn without end-of-turn token ends the episode: its completion counts as truncated).
+(`max_completion_length`, model + environment tokens) has no room for the environment's reply ("budget"), or when a
+turn is cut by the per-turn cap or the budget ("truncated": a turn without end-of-turn token ends the episode). Both
+"budget" and "truncated" episodes count as truncated (`Episode.truncated`).
+
+A turn ends on any of the generator's EOS ids (TRL's `eos_token_ids`, e.g. Qwen3's `<|im_end|>` and
+`<|endoftext|>`); before an environment reply is appended, a turn that stopped on another EOS than the template's
+end-of-turn token gets that token instead (`Episode.end_turn_with`), so the tokens stay the rendered conversation.
 """
 
 from __future__ import annotations
@@ -17,7 +22,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from arc_trl.chat_template import env_turn_ids, prompt_ids as render_prompt_ids
+from arc_trl.chat_template import end_of_turn_id, env_turn_ids, prompt_ids as render_prompt_ids
 from arc_trl.data.dataset import task_from_json_string
 from arc_trl.data.task import ArcTask
 from arc_trl.rollout.episode import Episode
@@ -70,6 +75,7 @@ def run_episodes(
     budget = settings.max_completion_length
     per_turn = settings.max_tokens_per_turn or budget
     eos = set(generator.eos_token_ids)
+    end_of_turn = end_of_turn_id(tokenizer, generator.eos_token_ids, **template_kwargs)
     try:
         for ep in episodes:
             ep.session = pool.new_session(ep.task)
@@ -111,8 +117,9 @@ def run_episodes(
                 else:
                     env_ids = env_turn_ids(tokenizer, result.observation, **template_kwargs)
                     if len(ep.completion_ids) + len(env_ids) >= budget:
-                        ep.finish("budget")
+                        ep.finish("budget")  # counts as truncated (Episode.truncated)
                     else:
+                        ep.end_turn_with(end_of_turn)
                         ep.add_env_turn(env_ids, result.observation)
             report_finished()
         for ep in episodes:

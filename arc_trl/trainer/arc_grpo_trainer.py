@@ -3,7 +3,8 @@
 It overrides as little as possible:
 - `__init__` wires the pieces (sandbox pool, `ArcRollout` as TRL's `rollout_func`, reward functions, teacher).
 - `_generate_and_score_completions` (TRL's hook between generation and the loss) hands the dataset rows to the
-  rollout, then adds the teacher term to the advantages, the loss-mask check, episode metrics and rollout dumps.
+  rollout, then masks budget-ended episodes like truncated ones, adds the teacher term to the advantages, the
+  loss-mask check, episode metrics and rollout dumps.
 - `_calculate_rewards` adds reward min/max to TRL's reward metrics.
 - `compute_loss` only toggles TRL's `beta` for the `reverse_kl` teacher loss (TRL's own KL term, teacher in place of
   the reference model).
@@ -19,6 +20,7 @@ from typing import Any
 import torch
 from trl import GRPOConfig, GRPOTrainer
 
+from arc_trl.chat_template import end_of_turn_id
 from arc_trl.config import ArcConfig
 from arc_trl.opd import opd_advantages, teacher_log_ratio, teacher_stats
 from arc_trl.rollout.arc_rollout import ArcRollout, RolloutSettings
@@ -87,6 +89,8 @@ class ArcGRPOTrainer(GRPOTrainer):
             peft_config=peft_config,
             rollout_func=self.rollout,
         )
+        # Fail now, not at the first rollout, when generation would not stop at the template's end of turn.
+        end_of_turn_id(self.processing_class, self.eos_token_ids, **(self.chat_template_kwargs or {}))
         self.teacher = teacher if teacher is not None else self._build_teacher()
         if self.teacher is not None and arc.teacher_loss == "reverse_kl":
             self._teacher_kl_coef = arc.teacher_tau
@@ -130,6 +134,8 @@ class ArcGRPOTrainer(GRPOTrainer):
             self._rollout_inputs = None
         mode = "train" if self.model.training else "eval"
         episodes = self.rollout.last_episodes
+        if self.mask_truncated_completions:
+            self._mask_truncated_episodes(output, episodes)
         self._log_episode_metrics(mode, episodes, output)
         if self.arc_config.check_loss_mask:
             self._check_loss_mask(output, episodes)
@@ -164,6 +170,19 @@ class ArcGRPOTrainer(GRPOTrainer):
         if "tool_mask" in output:
             mask = mask * output["tool_mask"]
         return mask
+
+    def _mask_truncated_episodes(self, output, episodes) -> None:
+        """Extend TRL's `mask_truncated_completions` to every episode cut by a token limit (`Episode.truncated`).
+
+        TRL masks a completion whose last token is not EOS. An episode ended by the budget ("budget": its last turn
+        ended, but the environment's reply did not fit) ends with EOS yet is cut all the same. Its rows are zeroed
+        as TRL zeroes truncated ones (completion_mask and tool_mask) and `num_items_in_batch` is recounted."""
+        cut = torch.tensor([ep.truncated for ep in episodes], device=output["completion_mask"].device)
+        keep = (~cut).unsqueeze(1).to(output["completion_mask"].dtype)
+        output["completion_mask"] = output["completion_mask"] * keep
+        if output.get("tool_mask") is not None:
+            output["tool_mask"] = output["tool_mask"] * keep
+        output["num_items_in_batch"] = self.accelerator.gather(self._loss_mask(output).sum()).sum()
 
     def _check_loss_mask(self, output, episodes) -> None:
         if output["num_items_in_batch"].item() > 0:
@@ -267,7 +286,7 @@ class ArcGRPOTrainer(GRPOTrainer):
                 n,
                 sum(ep.outcome.num_turns for ep in episodes),
                 sum(ep.outcome.submitted for ep in episodes),
-                sum(ep.finish_reason == "truncated" for ep in episodes),
+                sum(ep.truncated for ep in episodes),  # cut turns and budget endings
                 sum(ep.outcome.code_found for ep in episodes),
                 runs,
                 sum(ep.outcome.num_errors for ep in episodes),
@@ -283,6 +302,8 @@ class ArcGRPOTrainer(GRPOTrainer):
         metrics["episode/turns"].append(t[1] / t[0])
         metrics["episode/submit_rate"].append(t[2] / t[0])
         metrics["episode/truncated_rate"].append(t[3] / t[0])
+        if metrics.get("completions/clipped_ratio"):  # TRL's value (last token not EOS) misses budget endings
+            metrics["completions/clipped_ratio"][-1] = t[3] / t[0]
         metrics["episode/code_found_rate"].append(t[4] / t[0])
         metrics["sandbox/error_rate"].append(t[6] / t[5] if t[5] else 0.0)
         metrics["sandbox/timeout_rate"].append(t[7] / t[5] if t[5] else 0.0)
@@ -306,7 +327,9 @@ class ArcGRPOTrainer(GRPOTrainer):
                     "prompt_ids": ep.prompt_ids,
                     "completion_ids": ep.completion_ids,
                     "env_mask": ep.env_mask,
-                    "sampler_logprobs": ep.logprobs,
+                    "sampler_logprobs": None if ep.logprobs is None else [
+                        None if lp != lp else lp for lp in ep.logprobs  # NaN (no sampler value) -> null: valid JSON
+                    ],
                     "reward": None if rewards is None else float(rewards[i]),
                     "advantage": adv.tolist() if adv.dim() else float(adv),
                     "outcome": ep.outcome.to_dict(),
