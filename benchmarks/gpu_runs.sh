@@ -49,12 +49,13 @@ collect() {  # results, trainer states, evaluation metrics and logs -> OUT (a ta
     runs/*/*.jsonl bench/*.json 2>/dev/null))
   ls -la "$out"
 }
+limit=${LIMIT:-570}  # seconds for the stage's main command (a device call may run 600 s)
 demo=(python3 scripts/demo_learning.py --configs configs/gpu/learning --out "$learning" --resume --no-docs)
 
 case $stage in
-  policy)  run policy 570 "${demo[@]}" --until eval-teacher ;;
-  learn)   run learn 570 "${demo[@]}" --until eval-grpo-opd ;;
-  control) run control 570 "${demo[@]}" --ablation ;;
+  policy)  run policy "$limit" "${demo[@]}" --until eval-teacher ;;
+  learn)   run learn "$limit" "${demo[@]}" --until eval-grpo-opd ;;
+  control) run control "$limit" "${demo[@]}" --ablation ;;
   measure)
     [ -f "$learning/student/model.safetensors" ] || run policy-sft 400 "${demo[@]}" --until teacher
     common=(--config configs/gpu/learning/grpo-opd.yaml --model_name_or_path "$learning/student"
@@ -74,7 +75,9 @@ case $stage in
     ;;
   unsloth)
     [ -f .gpu4/README.txt ] || { echo "no .gpu4/ (unsloth wheels)"; exit 2; }
-    [ -f benchmarks/unsloth_gpu.sh ] && run unsloth 540 bash benchmarks/unsloth_gpu.sh "$learning/student" "$work/bench"
+    export RUNS=${RUNS:-peft_hf unsloth_hf} RUN_TIMEOUT=${RUN_TIMEOUT:-240}
+    run unsloth "$limit" \
+      bash benchmarks/unsloth_gpu.sh "$learning/student" "$work/bench"
     ;;
   zero)
     bench=benchmarks/gpu_trainer_bench.py; ngpu=$(python3 -c 'import torch; print(torch.cuda.device_count())')
