@@ -7,7 +7,9 @@ programs (~`--chars` characters of code each: many helper functions plus `transf
 style (a block defining the program, a second block calling `SUBMIT`), half are programs whose `transform` is applied
 to every train and test input (`--mode auto`). Then it scores the file with `arc_trl.eval.score.main` in a
 subprocess (`--workers` sessions in parallel) and prints completions/s, the scorer process's own CPU per completion
-(user + system, getrusage of that process: the sandbox processes are not in it) and its peak RSS.
+(user + system, getrusage of that process: the sandbox processes are not in it) and its peak RSS. A run on the first
+`--small` lines measures the fixed cost (imports, sandbox start, writing outputs and plots), which is also printed
+taken out of both figures (the marginal cost of one more completion).
 
 The script only uses the command-line entry point, so the same file measures another checkout:
 
@@ -83,6 +85,7 @@ def write_inputs(folder: Path, attempts: int, chars: int) -> tuple[Path, Path]:
 
 def score_once(tasks: Path, completions: Path, out: Path, workers: int) -> dict:
     """Run in the child process: score the file, return wall time and this process's own CPU and peak RSS."""
+    import arc_trl
     from arc_trl.eval.score import main
 
     argv = ["--dataset", str(tasks), "--completions", str(completions), "--output-dir", str(out),
@@ -95,7 +98,8 @@ def score_once(tasks: Path, completions: Path, out: Path, workers: int) -> dict:
     metrics = json.loads((out / "metrics.json").read_text())
     return {"exit": code, "wall_s": wall, "cpu_s": (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime),
             "max_rss_mb": after.ru_maxrss / 1024, "n_attempts": metrics["n_attempts"],
-            "pass_rate": metrics["pass_rate"], "status_counts": metrics["status_counts"]}
+            "pass_rate": metrics["pass_rate"], "status_counts": metrics["status_counts"],
+            "arc_trl": str(Path(arc_trl.__file__).parent.parent)}
 
 
 def main() -> None:
@@ -104,6 +108,7 @@ def main() -> None:
     parser.add_argument("--chars", type=int, default=30_000, help="characters of code per completion")
     parser.add_argument("--workers", type=int, default=2)
     parser.add_argument("--repeats", type=int, default=1)
+    parser.add_argument("--small", type=int, default=16, help="attempts of the run that measures the fixed cost")
     parser.add_argument("--code-root", default=str(ROOT), help="checkout whose arc_trl is measured")
     parser.add_argument("--child", nargs=4, metavar=("TASKS", "COMPLETIONS", "OUT", "WORKERS"), help=argparse.SUPPRESS)
     args = parser.parse_args()
@@ -116,24 +121,34 @@ def main() -> None:
     with tempfile.TemporaryDirectory(prefix="replay-bench-") as tmp:
         folder = Path(tmp)
         tasks, completions = write_inputs(folder, args.attempts, args.chars)
+        small = folder / "small.jsonl"  # the first lines: measures the fixed cost (imports, pool start, outputs)
+        with open(completions) as f, open(small, "w") as out:
+            out.writelines(next(f) for _ in range(args.small))
         size = completions.stat().st_size
         print(f"code root {args.code_root}; {args.attempts} attempts, {size / 1e6:.1f} MB "
               f"({size / args.attempts / 1e3:.1f} kB per line); {args.workers} workers; {os.cpu_count()} CPUs; "
               f"load average {os.getloadavg()[0]:.2f}; Python {platform.python_version()}")
         env = {**os.environ, "REPLAY_BENCH_CODE_ROOT": args.code_root}
-        for repeat in range(args.repeats):
-            out = folder / f"out{repeat}"
-            proc = subprocess.run([sys.executable, __file__, "--child", str(tasks), str(completions), str(out),
+
+        def score(path: Path, out: Path, n: int) -> dict:
+            proc = subprocess.run([sys.executable, __file__, "--child", str(tasks), str(path), str(out),
                                    str(args.workers)], env=env, capture_output=True, text=True, cwd=args.code_root)
             if proc.returncode != 0:
                 sys.exit(f"scoring failed ({proc.returncode}):\n{proc.stderr[-3000:]}")
             r = json.loads(proc.stdout.strip().splitlines()[-1])
-            assert r["exit"] == 0 and r["n_attempts"] == args.attempts and r["pass_rate"] == 1.0, r
-            print(f"run {repeat + 1}: {r['n_attempts'] / r['wall_s']:.1f} completions/s "
-                  f"({r['wall_s']:.1f} s), scorer CPU {1000 * r['cpu_s'] / r['n_attempts']:.2f} ms per completion, "
-                  f"scorer peak RSS {r['max_rss_mb']:.0f} MB, statuses {r['status_counts']}, "
-                  f"load average now {os.getloadavg()[0]:.2f}")
+            assert r["exit"] == 0 and r["n_attempts"] == n and r["pass_rate"] == 1.0, r
+            return r
 
+        for repeat in range(args.repeats):
+            base = score(small, folder / f"small{repeat}", args.small)
+            r = score(completions, folder / f"out{repeat}", args.attempts)
+            n, extra = r["n_attempts"], r["n_attempts"] - args.small
+            print(f"run {repeat + 1} ({r['arc_trl']}): {n / r['wall_s']:.1f} completions/s ({r['wall_s']:.1f} s), "
+                  f"scorer CPU {1000 * r['cpu_s'] / n:.2f} ms per completion, peak RSS {r['max_rss_mb']:.0f} MB; "
+                  f"fixed cost ({args.small} attempts: {base['wall_s']:.1f} s, {base['cpu_s']:.2f} s CPU) taken out: "
+                  f"{extra / (r['wall_s'] - base['wall_s']):.1f} completions/s, scorer CPU "
+                  f"{1000 * (r['cpu_s'] - base['cpu_s']) / extra:.2f} ms per completion; "
+                  f"load average now {os.getloadavg()[0]:.2f}")
 
 if __name__ == "__main__":
     main()

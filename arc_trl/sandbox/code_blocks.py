@@ -30,32 +30,57 @@ PYTHON_TAGS = frozenset({"python", "py", "python3", "py3"})
 _FENCE_OPEN = re.compile(r"^[ \t]*(?P<fence>`{3,}|~{3,})[ \t]*(?P<info>[^`\n]*?)[ \t]*$")
 
 
+_OTHER_LINE_BREAKS = "\r\x0b\x0c\x1c\x1d\x1e\x85\u2028\u2029"  # where str.splitlines breaks lines, besides \n
+_FENCE_MARKS = ("```", "~~~")
+
+
 def extract_code_blocks(text: str, max_chars: int | None = None) -> list[str]:
     """The code blocks of `text`, in order (see the module docstring for the rule; untagged blocks longer than
-    `max_chars` are kept unparsed)."""
+    `max_chars` are kept unparsed).
+
+    Lines are those of `text.splitlines()`. Only the lines that start with a fence are looked at in Python (found by
+    substring search), so a long block costs a few slices, not a loop over its lines.
+    """
     if not isinstance(text, str):
         raise TypeError(f"expected the assistant text as str, got {type(text).__name__}")
+    if any(c in text for c in _OTHER_LINE_BREAKS):  # the same lines, separated by \n only (a final break kept)
+        text = "\n".join(text.splitlines()) + ("\n" if text[-1] in _OTHER_LINE_BREAKS + "\n" else "")
     blocks: list[str] = []
     fence: str | None = None
     tag = ""
-    lines: list[str] = []
-    for line in text.splitlines():
+    body_start = 0
+    for start, end in _fence_like_lines(text):
+        line = text[start:end]
         if fence is None:
             match = _FENCE_OPEN.match(line)
             if match:
                 fence = match.group("fence")
                 tag = match.group("info").split()[0].lower() if match.group("info").strip() else ""
-                lines = []
+                body_start = end + 1  # after the opening line's newline
             continue
         stripped = line.strip()
-        if stripped and set(stripped) == {fence[0]} and len(stripped) >= len(fence):
-            _keep(blocks, "\n".join(lines), tag, max_chars)
+        if set(stripped) == {fence[0]} and len(stripped) >= len(fence):
+            _keep(blocks, text[body_start:start - 1], tag, max_chars)  # without the newline before the fence
             fence = None
-            continue
-        lines.append(line)
     if fence is not None:
-        _keep(blocks, "\n".join(lines), tag, max_chars)
+        body = text[body_start:]
+        _keep(blocks, body[:-1] if body.endswith("\n") else body, tag, max_chars)
     return blocks
+
+
+def _fence_like_lines(text: str) -> list[tuple[int, int]]:
+    """(start, end) of every line (newline-separated) whose first non-blank characters are ``` or ~~~, in order."""
+    lines = []
+    for mark in _FENCE_MARKS:
+        at = text.find(mark)
+        while at >= 0:
+            start = text.rfind("\n", 0, at) + 1
+            end = text.find("\n", at)
+            end = len(text) if end < 0 else end
+            if not text[start:at].strip():
+                lines.append((start, end))
+            at = text.find(mark, end)
+    return sorted(lines)
 
 
 def _keep(blocks: list[str], code: str, tag: str, max_chars: int | None) -> None:

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field
 from typing import Any
 
 
@@ -78,4 +78,4 @@ class SandboxConfig:
         """The subset the child needs."""
         keys = ("memory_mb", "max_output_chars", "max_threads", "max_recursion_depth", "session_cpu_s", "max_file_mb",
                 "max_open_files", "audit_hook")
-        return {k: v for k, v in asdict(self).items() if k in keys}
+        return {k: getattr(self, k) for k in keys}  # all plain values (asdict would deep-copy every field)
