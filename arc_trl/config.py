@@ -56,7 +56,14 @@ class ArcConfig:
 
     # --- sandbox --------------------------------------------------------------------------------------------------
     sandbox_workers: int = field(default=4, metadata={"help": "Code executions run in parallel."})
-    sandbox_timeout_s: float = field(default=5.0, metadata={"help": "Wall-clock limit per code execution."})
+    sandbox_timeout_s: float = field(
+        default=5.0, metadata={"help": "CPU-time limit (seconds) per code execution: the same verdict however busy "
+                               "the machine is (docs/sandbox.md, 'Time limits')."}
+    )
+    sandbox_wall_timeout_s: float | None = field(
+        default=None, metadata={"help": "Wall-clock backstop per code execution, for code that sleeps or waits "
+                                "(None: max(4 x sandbox_timeout_s, sandbox_timeout_s + 5))."}
+    )
     sandbox_memory_mb: int = field(default=1024, metadata={"help": "Address-space limit of a sandbox process."})
     sandbox_max_output_chars: int = field(default=2000, metadata={"help": "stdout/stderr kept per execution."})
 

@@ -65,6 +65,7 @@ class ArcGRPOTrainer(GRPOTrainer):
             num_workers=arc.sandbox_workers,
             config=SandboxConfig(
                 timeout_s=arc.sandbox_timeout_s,
+                wall_timeout_s=arc.sandbox_wall_timeout_s,
                 memory_mb=arc.sandbox_memory_mb,
                 max_output_chars=arc.sandbox_max_output_chars,
             ),
