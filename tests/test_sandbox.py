@@ -27,7 +27,8 @@ from arc_trl.sandbox import (
 )
 from arc_trl.sandbox.child import grids as child_grids
 
-FAST = SandboxConfig(timeout_s=1.0, kill_grace_s=0.5, memory_mb=512, max_output_chars=2000)
+# 1 s of CPU per run; the wall-clock backstop is set far away so that a busy test machine cannot reach it
+FAST = SandboxConfig(timeout_s=1.0, wall_timeout_s=30.0, kill_grace_s=0.5, memory_mb=512, max_output_chars=2000)
 
 
 def mirror_task() -> ArcTask:

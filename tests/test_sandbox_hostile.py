@@ -12,7 +12,8 @@ import pytest
 from arc_trl.data.task import ArcTask, Pair
 from arc_trl.sandbox import SandboxConfig, SandboxPool
 
-CONFIG = SandboxConfig(timeout_s=1.0, kill_grace_s=0.5, memory_mb=512, max_output_chars=2000)
+# 1 s of CPU per run; the wall-clock backstop is set far away so that a busy test machine cannot reach it
+CONFIG = SandboxConfig(timeout_s=1.0, wall_timeout_s=30.0, kill_grace_s=0.5, memory_mb=512, max_output_chars=2000)
 TRAINER_SECRET = "ARC_TRL_TEST_SECRET_TOKEN"
 
 
