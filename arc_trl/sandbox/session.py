@@ -173,9 +173,11 @@ class Session:
     def _await_reply(self, child: _Child, cpu_s: float, wall_s: float) -> float:
         """Wait until the child starts answering; returns the wall-clock deadline of the request.
 
-        Raises ChildLost('timeout') once the child's CPU time for this request (read from the kernel, so the child
-        cannot hide it) passes `cpu_s + kill_grace_s`, or the wall clock passes `wall_s + kill_grace_s`. The CPU time
-        is only read when it could have passed the limit (one thread's CPU time cannot run ahead of the wall clock).
+        Raises ChildLost('timeout') once the child's CPU time for this request passes `cpu_s + kill_grace_s`, or the
+        wall clock passes `wall_s + kill_grace_s`. The CPU time is the kernel's count (/proc) minus what the child
+        had used at its last reply (as it reported it: a report above the kernel's count is ignored, and a child that
+        misreports gains nothing past the wall-clock backstop). It is only read when it could have passed the limit
+        (one thread's CPU time cannot run ahead of the wall clock).
         """
         grace = self.config.kill_grace_s
         start = time.monotonic()
@@ -190,6 +192,8 @@ class Session:
                 raise ChildLost("timeout", f"the time limit of {wall_s:g} s (wall clock)")
             if now >= next_check:
                 total = _process_cpu_s(child.pid)
+                if total is not None and total < child.cpu_seen:
+                    child.cpu_seen = 0.0  # the child reported more CPU than the kernel counted: trust only the kernel
                 used = None if total is None else total - child.cpu_seen
                 if used is None:
                     next_check = math.inf  # /proc unreadable: the wall-clock backstop still holds
