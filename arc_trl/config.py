@@ -60,7 +60,14 @@ class ArcConfig:
 
     # --- sandbox --------------------------------------------------------------------------------------------------
     sandbox_workers: int = field(default=4, metadata={"help": "Code executions run in parallel."})
-    sandbox_timeout_s: float = field(default=5.0, metadata={"help": "Wall-clock limit per code execution."})
+    sandbox_timeout_s: float = field(
+        default=5.0, metadata={"help": "CPU-time limit (seconds) per code execution: the same verdict however busy "
+                               "the machine is (docs/sandbox.md, 'Time limits')."}
+    )
+    sandbox_wall_timeout_s: float | None = field(
+        default=None, metadata={"help": "Wall-clock backstop per code execution, for code that sleeps or waits "
+                                "(None: max(4 x sandbox_timeout_s, sandbox_timeout_s + 5))."}
+    )
     sandbox_memory_mb: int = field(default=1024, metadata={"help": "Address-space limit of a sandbox process."})
     sandbox_max_output_chars: int = field(default=2000, metadata={"help": "stdout/stderr kept per execution."})
     sandbox_disk_mb: int = field(default=16, metadata={"help": "Bytes (MB) a session's working directory may hold."})
@@ -142,8 +149,8 @@ class ArcConfig:
         from arc_trl.sandbox.config import SandboxConfig
 
         return SandboxConfig(
-            timeout_s=self.sandbox_timeout_s, memory_mb=self.sandbox_memory_mb,
-            max_output_chars=self.sandbox_max_output_chars, disk_mb=self.sandbox_disk_mb,
+            timeout_s=self.sandbox_timeout_s, wall_timeout_s=self.sandbox_wall_timeout_s,
+            memory_mb=self.sandbox_memory_mb, max_output_chars=self.sandbox_max_output_chars, disk_mb=self.sandbox_disk_mb,
             max_files=self.sandbox_max_files, idle_memory_mb=self.sandbox_idle_memory_mb,
         )
 

@@ -300,7 +300,7 @@ def add_generate_arguments(parser: argparse.ArgumentParser) -> argparse.Argument
     p("--task-ids", nargs="+", default=None, help="only these task ids")
     p("--seed", type=int, default=0, help="sampling seed, also of the augmentations (default 0)")
     p("--workers", type=int, default=min(4, os.cpu_count() or 1), help="sandbox processes (default min(4, CPUs))")
-    p("--timeout-s", type=float, default=None, help="wall-clock limit per code run (default 5)")
+    p("--timeout-s", type=float, default=None, help="CPU-time limit per code run (default 5)")
     p("--memory-mb", type=int, default=None, help="address-space limit of a sandbox process (default 1024)")
     p("--max-output-chars", type=int, default=None, help="stdout/stderr kept per code run (default 2000)")
     p("--dtype", default=None, help="model dtype: auto (default), float32, bfloat16, ...")

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field
 from typing import Any
 
 
@@ -10,14 +10,17 @@ from typing import Any
 class SandboxConfig:
     """Per-call and per-session limits. Times are seconds, sizes MB unless stated.
 
-    The wall-clock and CPU limits are enforced inside the child first (an exception is raised in the model's code and
-    the session state survives); the trainer kills the child `kill_grace_s` later if that did not stop it (then the
-    session is restarted and its state is lost).
+    Time limits (docs/sandbox.md, "Time limits"): `timeout_s` is the CPU time a code run may use, so a verdict does
+    not depend on how busy the machine is; `wall_timeout_s` is a generous wall-clock backstop for code that sleeps or
+    blocks. Both are enforced inside the child first (an exception is raised in the model's code and the session
+    state survives); the trainer kills the child when its CPU time (read from the kernel) passes the CPU limit by
+    `kill_grace_s`, or the backstop passes by `kill_grace_s` (then the session is restarted and its state is lost).
     """
 
-    timeout_s: float = 5.0  # wall clock per code run
-    cpu_time_s: float | None = None  # CPU time per code run (None: same as timeout_s)
-    program_timeout_s: float | None = None  # wall clock per `transform` call in program mode (None: timeout_s)
+    timeout_s: float = 5.0  # CPU seconds per code run
+    wall_timeout_s: float | None = None  # wall-clock backstop per run (None: max(4 x CPU limit, CPU limit + 5 s))
+    cpu_time_s: float | None = None  # legacy: a CPU limit below timeout_s (None: timeout_s); the limit is the smaller
+    program_timeout_s: float | None = None  # CPU seconds per `transform` call in program mode (None: timeout_s)
     kill_grace_s: float = 1.0  # hard kill this long after the soft limit
     memory_mb: int = 1024  # address-space limit of the interpreter; Python + numpy already take ~110 MB of it
     max_output_chars: int = 8000  # per stream (stdout, stderr) per run; the rest is dropped with a visible marker
@@ -46,7 +49,7 @@ class SandboxConfig:
             value = getattr(self, name)
             if isinstance(value, bool) or not isinstance(value, (int, float)) or value <= 0:
                 raise ValueError(f"SandboxConfig.{name} must be a positive number, got {value!r}")
-        for name in ("cpu_time_s", "program_timeout_s", "idle_memory_mb"):
+        for name in ("cpu_time_s", "program_timeout_s", "idle_memory_mb", "wall_timeout_s"):
             value = getattr(self, name)
             if value is not None and (isinstance(value, bool) or not isinstance(value, (int, float)) or value <= 0):
                 raise ValueError(f"SandboxConfig.{name} must be a positive number or None, got {value!r}")
@@ -64,6 +67,15 @@ class SandboxConfig:
     def transform_timeout_s(self) -> float:
         return self.program_timeout_s if self.program_timeout_s is not None else self.timeout_s
 
+    def time_limits(self, timeout_s: float | None = None) -> tuple[float, float]:
+        """(CPU seconds, wall-clock backstop seconds) of one run whose time limit is `timeout_s` (None: `timeout_s`
+        of the config)."""
+        cpu = float(timeout_s) if timeout_s is not None else self.timeout_s
+        if self.cpu_time_s is not None:
+            cpu = min(cpu, self.cpu_time_s)
+        wall = self.wall_timeout_s if self.wall_timeout_s is not None else max(4 * cpu, cpu + 5.0)
+        return cpu, wall
+
     @property
     def max_reply_bytes(self) -> int:
         """Largest message accepted from a child: two capped streams (at most 12 bytes per character once escaped as
@@ -74,4 +86,4 @@ class SandboxConfig:
         """The subset the child needs."""
         keys = ("memory_mb", "max_output_chars", "max_threads", "max_recursion_depth", "session_cpu_s", "max_file_mb",
                 "max_open_files", "audit_hook", "disk_mb", "max_files", "private_tmpfs")
-        return {k: v for k, v in asdict(self).items() if k in keys}
+        return {k: getattr(self, k) for k in keys}  # all plain values (asdict would deep-copy every field)
