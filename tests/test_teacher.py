@@ -270,3 +270,40 @@ def test_base_model_teacher_with_lora_is_the_frozen_base(tiny_model_dir, tmp_pat
         assert trainer._metrics["train"]["teacher_missing_frac"][-1] == 0.0
     finally:
         trainer.close()
+
+
+def test_reverse_kl_gradient_equals_the_advantage_formulation_on_policy_only(tiny_model_dir, memorized_model_dir,
+                                                                              tmp_path):
+    """docs/opd.md: under TRL's default use_bias_correction_kl the reverse_kl term tau * r * k3(T, log pi) has the
+    gradient tau * r * (log pi - T), so on-policy (r = 1) it equals the advantage formulation's -tau * (T - s); with
+    r != 1 (a stale sampling policy) the two differ."""
+    from arc_trl.opd import opd_advantages
+    from test_trainer import _trainer
+
+    tau = 0.5
+    trainer = _trainer(tiny_model_dir, tmp_path, teacher_backend="local", teacher_model=str(memorized_model_dir),
+                       teacher_tau=tau, teacher_loss="reverse_kl")
+    try:
+        assert trainer.args.use_bias_correction_kl  # TRL 1.16's default
+        trainer.model.train()
+        trainer.current_gradient_accumulation_steps = 1
+        kl_batch = trainer._generate_and_score_completions([trainer.train_dataset[i] for i in (0, 0, 1, 1)])
+        student = trainer._student_logps(kl_batch)
+        mask = trainer._loss_mask(kl_batch)
+        advantages = opd_advantages(kl_batch["advantages"], kl_batch["ref_per_token_logps"], student, mask, 1.0, tau)
+        adv_batch = {k: v for k, v in kl_batch.items() if k != "ref_per_token_logps"} | {"advantages": advantages}
+
+        def gradient(batch, kl_coef):
+            trainer.model.zero_grad()
+            trainer._teacher_kl_coef = kl_coef  # reverse_kl: TRL's beta term; advantage: none
+            trainer.compute_loss(trainer.model, batch).backward()
+            return torch.cat([p.grad.flatten() for p in trainer.model.parameters() if p.grad is not None])
+
+        g_kl, g_adv = gradient(kl_batch, tau), gradient(adv_batch, 0.0)
+        assert g_kl.norm() > 1e-3 and torch.allclose(g_kl, g_adv, rtol=1e-4, atol=1e-7), (g_kl - g_adv).norm()
+        stale = student + 0.3 * torch.randn(student.shape, generator=torch.Generator().manual_seed(0))
+        g_kl, g_adv = gradient(kl_batch | {"old_per_token_logps": stale}, tau), gradient(
+            adv_batch | {"old_per_token_logps": stale}, 0.0)
+        assert (g_kl - g_adv).norm() > 0.05 * g_adv.norm()
+    finally:
+        trainer.close()
