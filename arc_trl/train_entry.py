@@ -46,9 +46,10 @@ class _ShortErrorParser(TrlParser):
     def error(self, message: str):
         # "argument --num_generations: invalid int value: 'four'": a flag given on the command line, else a YAML value
         # (YAML strings reach argparse as defaults and are converted like flags)
-        flag = message.split(":", 1)[0].removeprefix("argument ").split("/")[0].strip()
-        from_yaml = self._config_path is not None and flag.startswith("--") and flag not in self._argv
-        where = f" in {self._config_path}" if from_yaml else " on the command line" if flag.startswith("--") else ""
+        flag = message.split(":", 1)[0].removeprefix("argument ").split("/")[0].strip().replace("-", "_")
+        given = {arg.split("=")[0].replace("-", "_") for arg in self._argv if arg.startswith("--")}
+        from_yaml = self._config_path is not None and flag.startswith("__") and flag not in given
+        where = f" in {self._config_path}" if from_yaml else " on the command line" if flag.startswith("__") else ""
         raise SystemExit(f"error{where}: {message} (`--help` lists every key)")
 
 

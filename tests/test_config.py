@@ -44,7 +44,7 @@ def test_wrong_trl_value_is_one_line_without_usage_dump(tiny_model_dir, tmp_path
     assert str(err.value).startswith(f"error in {config}: argument --num_generations")
     assert "invalid int value: 'four'" in str(err.value)
     with pytest.raises(SystemExit) as err:
-        main(["--config", config, "--check_config", "true", "--num_generations", "2", "--max_steps", "1.5"])
+        main(["--config", config, "--check_config", "true", "--num_generations", "2", "--max-steps=1.5"])
     assert str(err.value).startswith("error on the command line: argument --max_steps")
     captured = capsys.readouterr()
     assert "usage:" not in captured.err and len((captured.err + captured.out).splitlines()) < 5
