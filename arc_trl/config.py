@@ -12,6 +12,8 @@ from typing import TYPE_CHECKING
 if TYPE_CHECKING:
     from arc_trl.sandbox.config import SandboxConfig
 
+from arc_trl.config_types import field_type_problems
+
 AGENT_MODES = ("repl", "program")
 REWARD_MODES = ("binary", "partial", "balanced", "barc")
 TEACHER_BACKENDS = ("none", "local", "base", "server")
@@ -89,13 +91,16 @@ class ArcConfig:
     teacher_loss: str = field(
         default="advantage",
         metadata={"help": "advantage: A_t = adv_tau*A + teacher_tau*(logp_T - logp_S) through the clipped surrogate; "
-                  "reverse_kl: a direct per-token KL(student||teacher) term weighted by teacher_tau."},
+                  "reverse_kl: TRL's k3 KL term (beta) against the teacher, weighted by teacher_tau. Under TRL's "
+                  "default use_bias_correction_kl=true the two give the same gradient on-policy and differ only "
+                  "off-policy (num_iterations > 1 or steps_per_generation > gradient_accumulation_steps): "
+                  "docs/opd.md."},
     )
     teacher_privileged: str = field(
         default="none", metadata={"help": "Privileged info in the teacher's prompt: none | solutions | program."}
     )
     teacher_logprob_clip: float | None = field(
-        default=20.0, metadata={"help": "Clip |logp_T - logp_S| per token to this value (None: no clip)."}
+        default=20.0, metadata={"help": "Clip |logp_T - logp_S| per token to this value (> 0; null: no clip)."}
     )
     teacher_timeout_s: float = field(default=300.0, metadata={"help": "Per request timeout of a teacher server."})
     teacher_max_retries: int = field(default=3, metadata={"help": "Retries before a teacher server error is fatal."})
@@ -155,6 +160,9 @@ class ArcConfig:
         )
 
     def __post_init__(self) -> None:
+        type_problems = field_type_problems(self)  # first: the checks below assume the annotated types
+        if type_problems:
+            raise ValueError("wrong value types:\n  " + "\n  ".join(type_problems))
         checks = {
             "agent_mode": (self.agent_mode, AGENT_MODES),
             "reward_mode": (self.reward_mode, REWARD_MODES),
@@ -171,6 +179,11 @@ class ArcConfig:
             self.max_turns = 1
         if self.teacher_tau < 0 or self.adv_tau < 0:
             raise ValueError("teacher_tau and adv_tau must be >= 0")
+        if self.teacher_logprob_clip is not None and not self.teacher_logprob_clip > 0:
+            raise ValueError(
+                f"teacher_logprob_clip must be > 0 (or null: no clip), got {self.teacher_logprob_clip}: a clip of 0 "
+                "would zero every teacher log-ratio, switching the teacher term off without a word"
+            )
         if self.teacher_tau > 0 and self.teacher_backend == "none":
             raise ValueError("teacher_tau > 0 needs a teacher: set teacher_backend to local, base or server")
         if self.teacher_backend == "local" and not self.teacher_model:

@@ -22,10 +22,12 @@ def parse_config(argv: list[str] | None = None) -> tuple[ArcConfig, GRPOConfig, 
         raise SystemExit(f"error: config file {config_path} does not exist")
     if config_path is not None:
         check_config_keys(config_path)
-    parser = TrlParser((ArcConfig, GRPOConfig, ModelConfig))
+    parser = _ShortErrorParser((ArcConfig, GRPOConfig, ModelConfig), config_path=config_path, argv=argv)
     try:
         arc, args, model_args = parser.parse_args_and_config(argv)
     except ValueError as exc:
+        if str(exc).startswith("Some specified arguments are not used"):  # HfArgumentParser: unknown CLI flags
+            raise SystemExit(f"error on the command line: {exc} (`--help` lists every key)") from exc
         where = f" in {config_path}" if config_path else ""
         raise SystemExit(f"error{where}: {exc}") from exc
     if model_args.model_name_or_path is None:
@@ -38,6 +40,24 @@ def parse_config(argv: list[str] | None = None) -> tuple[ArcConfig, GRPOConfig, 
         except UnslothConfigError as exc:
             raise SystemExit(f"error in {config_path or 'command line'}: {exc}") from exc
     return arc, args, model_args
+
+
+class _ShortErrorParser(TrlParser):
+    """`TrlParser` whose argparse errors are one line naming where the value came from. argparse's own `error` hook
+    (overridden here) prints the usage of every key of the three dataclasses (~230 lines) before the reason."""
+
+    def __init__(self, dataclass_types, config_path: str | None, argv: list[str]) -> None:
+        super().__init__(dataclass_types)
+        self._config_path, self._argv = config_path, argv
+
+    def error(self, message: str):
+        # "argument --num_generations: invalid int value: 'four'": a flag given on the command line, else a YAML value
+        # (YAML strings reach argparse as defaults and are converted like flags)
+        flag = message.split(":", 1)[0].removeprefix("argument ").split("/")[0].strip().replace("-", "_")
+        given = {arg.split("=")[0].replace("-", "_") for arg in self._argv if arg.startswith("--")}
+        from_yaml = self._config_path is not None and flag.startswith("__") and flag not in given
+        where = f" in {self._config_path}" if from_yaml else " on the command line" if flag.startswith("__") else ""
+        raise SystemExit(f"error{where}: {message} (`--help` lists every key)")
 
 
 def known_keys() -> set[str]:

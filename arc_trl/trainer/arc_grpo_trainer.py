@@ -113,12 +113,10 @@ class ArcGRPOTrainer(GRPOTrainer):
                 pad_token_id=self.processing_class.pad_token_id,
                 accelerator=self.accelerator,
                 dtype=self.model.dtype,
-                temperature=self.temperature,
                 batch_size=arc.teacher_batch_size,
             )
         return ServerTeacher(
             arc.teacher_server_url,
-            temperature=self.temperature,
             timeout_s=arc.teacher_timeout_s,
             max_retries=arc.teacher_max_retries,
             batch_size=arc.teacher_batch_size,
