@@ -155,8 +155,8 @@ class ArcConfig:
 
         return SandboxConfig(
             timeout_s=self.sandbox_timeout_s, wall_timeout_s=self.sandbox_wall_timeout_s,
-            memory_mb=self.sandbox_memory_mb, max_output_chars=self.sandbox_max_output_chars, disk_mb=self.sandbox_disk_mb,
-            max_files=self.sandbox_max_files, idle_memory_mb=self.sandbox_idle_memory_mb,
+            memory_mb=self.sandbox_memory_mb, max_output_chars=self.sandbox_max_output_chars,
+            disk_mb=self.sandbox_disk_mb, max_files=self.sandbox_max_files, idle_memory_mb=self.sandbox_idle_memory_mb,
         )
 
     def __post_init__(self) -> None:
