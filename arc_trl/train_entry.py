@@ -148,12 +148,17 @@ def model_init_kwargs(model_args: ModelConfig, trust_remote_code: bool = False) 
 
 def summarise(trainer, started: float) -> dict:
     """A short run summary from the trainer's log history (also written to output_dir/run_summary.json)."""
+    from transformers.trainer_utils import get_last_checkpoint
+
+    from arc_trl.trainer.step_timing import BUCKETS
+
     history = [h for h in trainer.state.log_history if "reward" in h]
 
     def mean_of(key):
         values = [h[key] for h in history if h.get(key) is not None]
         return round(sum(values) / len(values), 4) if values else None
 
+    rollouts = os.path.join(trainer.args.output_dir, "rollouts")
     summary = {
         "global_step": trainer.state.global_step,
         "seconds": round(time.time() - started, 1),
@@ -165,9 +170,29 @@ def summarise(trainer, started: float) -> dict:
         "submit_rate": mean_of("episode/submit_rate"),
         "sandbox_error_rate": mean_of("sandbox/error_rate"),
         "turns_per_episode": mean_of("episode/turns"),
+        "step_time_s": {bucket: mean_of(f"time/{bucket}") for bucket in ("step", *BUCKETS)},
+        "generated_tokens_per_s": mean_of("throughput/generated_tokens_per_s"),
+        "trained_tokens_per_s": mean_of("throughput/trained_tokens_per_s"),
+        "mfu": mean_of("mfu"),
+        "checkpoint": get_last_checkpoint(trainer.args.output_dir) if os.path.isdir(trainer.args.output_dir) else None,
+        "rollouts": rollouts if os.path.isdir(rollouts) else None,
         "last_log": history[-1] if history else None,
     }
     return summary
+
+
+def format_step_budget(summary: dict) -> str:
+    """One line: the mean step time and its parts, tokens/s and MFU (n/a without a known peak, e.g. on CPU)."""
+    from arc_trl.trainer.step_timing import BUCKETS
+
+    t = summary["step_time_s"]
+    if t.get("step") is None:
+        return "step time: not measured"
+    parts = " + ".join(f"{bucket} {t[bucket]:.2f}" for bucket in BUCKETS if t.get(bucket) is not None)
+    mfu = "n/a (no peak FLOP/s known for this device; set peak_tflops)" if summary["mfu"] is None else (
+        f"{100 * summary['mfu']:.2f}%")
+    return (f"mean step {t['step']:.2f} s = {parts}; {summary['generated_tokens_per_s'] or 0:.0f} tokens "
+            f"generated/s, {summary['trained_tokens_per_s'] or 0:.0f} tokens trained/s; MFU {mfu}")
 
 
 def main(argv: list[str] | None = None) -> dict | None:
@@ -238,4 +263,7 @@ def main(argv: list[str] | None = None) -> dict | None:
             f"code in {summary['code_found_rate']}, SUBMIT in {summary['submit_rate']}, sandbox errors "
             f"{summary['sandbox_error_rate']} of runs; model saved to {args.output_dir}"
         )
+        print(f"[arc-trl] {format_step_budget(summary)}")
+        print(f"[arc-trl] run: {args.output_dir} (run_summary.json, trainer_state.json); last checkpoint: "
+              f"{summary['checkpoint']}; rollouts: {summary['rollouts'] or 'not dumped (set dump_rollouts)'}")
     return summary

@@ -66,6 +66,27 @@ def test_lora_checkpoint_resume_continues_step_count_and_wandb_offline(tiny_mode
                 "sandbox/error_rate", "sandbox/timeout_rate", "episode/env_token_frac", "entropy",
                 "rewards/arc_reward_barc/mean", "rewards/pixel_score/mean"):
         assert key in metrics, key
+    _check_step_budget([h for h in state["log_history"] if "reward" in h], generation_batch=4)
+    assert summary["step_time_s"]["step"] > 0 and summary["checkpoint"].endswith("checkpoint-4")
+
+
+def _check_step_budget(logs, generation_batch, vllm=False):
+    """Each step's time/* parts are >= 0 and add up to time/step; tokens/s agree with the token counts."""
+    from arc_trl.trainer.step_timing import BUCKETS
+
+    for h in logs:
+        parts = [h[f"time/{bucket}"] for bucket in BUCKETS]
+        assert min(parts) >= 0 and h["time/step"] > 0, h
+        assert sum(parts) == pytest.approx(h["time/step"], rel=1e-6, abs=1e-6)
+        assert h["time/generate"] > 0 and h["time/sandbox"] > 0 and h["time/train"] > 0 and h["time/teacher"] == 0
+        assert (h["time/weight_sync"] > 0) if vllm and h["step"] == 1 else True
+        assert (h["time/weight_sync"] == 0) if not vllm else True
+        # model tokens generated = TRL's own count (mean completion length over the model tokens x batch)
+        assert h["tokens/generated"] == pytest.approx(h["completions/mean_length"] * generation_batch)
+        assert h["throughput/generated_tokens_per_s"] == pytest.approx(h["tokens/generated"] / h["time/generate"])
+        assert h["throughput/trained_tokens_per_s"] == pytest.approx(h["tokens/trained"] / h["time/train"])
+        assert h["tokens/trained"] > h["tokens/generated"]  # prompts and environment tokens are attended too
+        assert "mfu" not in h  # CPU, no peak_tflops
 
 
 def test_empty_loss_mask_fails_loudly(tiny_model_dir, tmp_path):
