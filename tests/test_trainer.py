@@ -175,6 +175,9 @@ def test_tiny_cpu_config_end_to_end_with_colocated_vllm(memorized_model_dir, mem
         "--per_device_train_batch_size", "4", "--learning_rate", "1e-5",
         "--max_tokens_per_turn", "400", "--max_completion_length", "1200", "--max_turns", "3",
         "--vllm_max_model_length", "2560", "--max_prompt_tokens", "1600",
+        # a narrow IS band, so that TRL's correction masks some tokens and sampling/masked_frac has something to count
+        "--vllm_importance_sampling_mode", "token_mask", "--vllm_importance_sampling_clip_min", "0.999",
+        "--vllm_importance_sampling_clip_max", "1.001",
     ])
     assert summary["global_step"] == 2 and (out / "checkpoint-2" / "model.safetensors").exists()
     state = json.loads((out / "checkpoint-2" / "trainer_state.json").read_text())
@@ -183,6 +186,12 @@ def test_tiny_cpu_config_end_to_end_with_colocated_vllm(memorized_model_dir, mem
     assert max(h["reward_max"] for h in logs) > 1.0  # some attempt produced valid outputs (barc ladder)
     assert max(h["episode/submit_rate"] for h in logs) > 0
     assert all(h["sampling/sampling_logp_difference/mean"] < 0.05 for h in logs)  # vLLM agrees with the trainer
+    _check_step_budget(logs, generation_batch=4, vllm=True)
+    for h in logs:
+        assert 0 < h["sampling/masked_frac"] < 1 and h["sampling/clipped_frac"] == 0  # mask mode: nothing clipped
+        assert h["sampling/masked_episode_frac"] >= h["sampling/masked_frac"]
+        # TRL's own ratios: some model token has weight 0 exactly when we count a masked one
+        assert h["sampling/importance_sampling_ratio/min"] == 0
 
 
 def test_unsloth_without_gpu_or_package_fails_clearly(tiny_model_dir, tmp_path):
