@@ -31,6 +31,28 @@ def test_check_config_prints_resolved_values_without_training(tiny_model_dir, tm
     assert not (tmp_path / "run").exists()
 
 
+def test_make_demo_runs_grpo_opd_with_checkpoints_and_rollouts(capsys):
+    """`make demo`'s training command (read from the Makefile) is a valid config: OPD on, checkpoints, rollouts."""
+    import shlex
+
+    root = Path(CONFIG).parents[1]
+    makefile = (root / "Makefile").read_text()
+    recipe = makefile[makefile.index("\ndemo:") : makefile.index("\n\n", makefile.index("\ndemo:"))]
+    command = recipe.split("scripts/train.py", 1)[1].replace("\\\n", " ").replace("$(DEMO)", "outputs/demo")
+    cwd = os.getcwd()
+    os.chdir(root)  # the Makefile's paths are relative to the repository root
+    try:
+        assert main([*shlex.split(command), "--check_config", "true"]) is None
+    finally:
+        os.chdir(cwd)
+    out = capsys.readouterr().out
+    resolved = json.loads(out[out.index("{") :])
+    arc, grpo = resolved["arc"], resolved["grpo"]
+    assert arc["dataset"].startswith("synthetic:") and arc["teacher_backend"] == "local" and arc["teacher_tau"] > 0
+    assert arc["dump_rollouts"] == 2 and grpo["max_steps"] == 16 and grpo["save_steps"] == 8
+    assert grpo["save_strategy"] == "steps" and grpo["output_dir"] == "outputs/demo/quick"
+
+
 def test_config_errors_name_the_file_and_key(tiny_model_dir, tmp_path):
     bad = tmp_path / "bad.yaml"
     bad.write_text(f"model_name_or_path: {tiny_model_dir}\nnum_generatoins: 4\n")
