@@ -141,6 +141,11 @@ class ArcConfig:
     dump_rollouts: int = field(
         default=0, metadata={"help": "Write this many rollouts per generation step (tokens, masks, rewards) to JSONL."}
     )
+    peak_tflops: float | None = field(
+        default=None,
+        metadata={"help": "Peak FLOP/s of one device in TFLOP/s for the logged MFU (default: a table of known GPUs, "
+                  "bf16 dense: H100/H200 989, A100 312; no MFU on CPU without it)."},
+    )
     check_loss_mask: bool = field(
         default=True, metadata={"help": "Fail loudly when a batch has no trainable (model) tokens."}
     )
