@@ -52,8 +52,9 @@ def sampled_logprobs(sample) -> list[float]:
 class EngineStream:
     """Requests joining a `vllm.LLM`'s engine between its steps. Call it from one thread only."""
 
-    def __init__(self, llm, sampling: dict[str, Any], on_close=None) -> None:
+    def __init__(self, llm, sampling: dict[str, Any], on_close=None, request_seed=None) -> None:
         self.llm = llm
+        self.request_seed = request_seed  # optional: token ids -> the request's sampling seed
         self.engine = llm.llm_engine
         self.sampling = sampling
         self.on_close = on_close
@@ -65,7 +66,8 @@ class EngineStream:
         from vllm import SamplingParams
         from vllm.sampling_params import RequestOutputKind
 
-        params = SamplingParams(max_tokens=max_tokens, **self.sampling)
+        seed = {} if self.request_seed is None else {"seed": self.request_seed(token_ids)}
+        params = SamplingParams(max_tokens=max_tokens, **self.sampling, **seed)
         params.output_kind = RequestOutputKind.FINAL_ONLY  # as LLM.generate: only the finished output comes back
         request_id = next(self._ids)
         self.engine.add_request(request_id, self._engine_input(list(token_ids)), params)
@@ -180,7 +182,8 @@ def open_stream(generator) -> RequestStream:
     from arc_trl.rollout.generators import TrainerGenerator, VLLMGenerator
 
     if isinstance(generator, VLLMGenerator):
-        return EngineStream(generator.llm, {"logprobs": 0, **generator.sampling})
+        return EngineStream(generator.llm, {"logprobs": 0, **generator.sampling},
+                            request_seed=getattr(generator, "request_seed", None))
     if isinstance(generator, TrainerGenerator):
         return _trainer_stream(generator.trainer)
     return generator.open_stream()
