@@ -55,7 +55,7 @@ class ArcConfig:
     )
     # The token budget of a whole episode (model + environment tokens) is GRPOConfig.max_completion_length.
     rollout_scheduling: str = field(
-        default="lockstep",
+        default="per_episode",
         metadata={"help": "lockstep: each turn, all active episodes generate together, then all run their code; "
                   "per_episode: each episode advances on its own against vLLM's continuous batching (falls back to "
                   "lockstep, with a warning, for transformers generate or colocated tensor parallel > 1)."},

@@ -15,9 +15,11 @@ lengths are about geometric with mean `--mean-turn-tokens` (cut at `--tokens-per
 a few long). It writes no code, so every turn gets the sandbox's "no code" reply and goes on to the next turn. With
 `--model` and `--mean-turn-tokens 0` the model's own turns are played (e.g. an SFT'd policy that writes code).
 
-Both modes sample with a per-request seed derived from the request's tokens, so a given context is continued the same
-way in both: the two runs play the same episodes (up to numerical differences between batch compositions; the
-model-token totals are printed to check). Wall times are the median of `--repeats` runs; engine start is excluded.
+With CUDA vLLM both modes sample with a per-request seed derived from the request's tokens, so a given context is
+continued the same way in both: the two runs play the same episodes (up to numerical differences between batch
+compositions). CPU vLLM cannot seed single requests ("CPU Generator does not use offset"): there the two runs play
+different samples of the same policy; the model-token totals are printed to compare the workloads, and tokens/s is
+the fairer figure. Wall times are the median of `--repeats` runs; engine start is excluded.
 """
 
 from __future__ import annotations
@@ -41,10 +43,13 @@ def context_seed(token_ids: list[int]) -> int:
     return int.from_bytes(hashlib.blake2b(str(list(token_ids)).encode(), digest_size=4).digest(), "little")
 
 
-def make_generator(llm, eos_ids: list[int], sampling: dict):
+def make_generator(llm, eos_ids: list[int], sampling: dict, request_seeds: bool):
     from vllm import SamplingParams
 
     from arc_trl.rollout import VLLMGenerator
+
+    if not request_seeds:
+        return VLLMGenerator(llm, eos_ids, **sampling)
 
     class ContextSeededGenerator(VLLMGenerator):
         """`VLLMGenerator` with a per-request seed (`context_seed`), in lock-step calls and per-episode streams."""
@@ -112,6 +117,8 @@ def main() -> None:
     parser.add_argument("--max-num-seqs", type=int, default=None, help="default: --episodes")
     parser.add_argument("--enforce-eager", action="store_true")
     parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--request-seeds", action=argparse.BooleanOptionalAction, default=None,
+                        help="per-request seeds from the context (default: on with CUDA; CPU vLLM cannot seed requests)")
     parser.add_argument("--out", default=None, help="write the figures to this JSON file")
     args = parser.parse_args()
 
@@ -137,7 +144,11 @@ def main() -> None:
     llm = LLM(model=model_dir, dtype=args.dtype, max_model_len=args.prompt_tokens + budget + 8,
               max_num_seqs=args.max_num_seqs or args.episodes, seed=args.seed, enable_prefix_caching=True,
               gpu_memory_utilization=args.gpu_memory_utilization, enforce_eager=args.enforce_eager)
-    gen = make_generator(llm, eos_ids, sampling)
+    if args.request_seeds is None:
+        import torch
+
+        args.request_seeds = torch.cuda.is_available()
+    gen = make_generator(llm, eos_ids, sampling, args.request_seeds)
     gen.generate([[1, 2, 3]] * 2, 8)  # warm-up
     settings = {mode: RolloutSettings(agent_mode="repl", max_turns=args.max_turns,
                                       max_tokens_per_turn=args.tokens_per_turn, max_completion_length=budget,
