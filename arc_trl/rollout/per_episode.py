@@ -82,11 +82,11 @@ def run_per_episode(
 
     stream = None
     try:
-        for ep in episodes:
-            ep.session = pool.new_session(ep.task)
         stream = open_stream(generator)
         for ep in episodes:
             stream.add(ep.index, ep.prompt_ids, turn_token_cap(ep, settings))
+        for ep in episodes:  # while the engine (if it runs in its own process) starts on the first turns
+            ep.session = pool.new_session(ep.task)
         while stream.pending() or in_sandbox:
             if stream.pending():
                 for key, ids, lps in stream.advance():
