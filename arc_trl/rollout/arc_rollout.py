@@ -19,6 +19,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
+from arc_trl.config import ROLLOUT_SCHEDULING as SCHEDULING
 from arc_trl.data.dataset import task_from_json_string
 from arc_trl.data.task import ArcTask
 from arc_trl.rollout.episode import Episode
@@ -32,8 +33,6 @@ from arc_trl.rollout.turns import (
     close_sessions,
     open_episodes,
 )
-
-from arc_trl.config import ROLLOUT_SCHEDULING as SCHEDULING
 
 
 @dataclass
