@@ -19,6 +19,7 @@ REWARD_MODES = ("binary", "partial", "balanced", "barc")
 TEACHER_BACKENDS = ("none", "local", "base", "server")
 TEACHER_LOSSES = ("advantage", "reverse_kl")
 PRIVILEGED_INFO = ("none", "solutions", "program")
+ROLLOUT_SCHEDULING = ("lockstep", "per_episode")
 
 
 @dataclass
@@ -59,6 +60,12 @@ class ArcConfig:
         default=None, metadata={"help": "Token cap per assistant turn (default: max_completion_length)."}
     )
     # The token budget of a whole episode (model + environment tokens) is GRPOConfig.max_completion_length.
+    rollout_scheduling: str = field(
+        default="per_episode",
+        metadata={"help": "lockstep: each turn, all active episodes generate together, then all run their code; "
+                  "per_episode: each episode advances on its own against vLLM's continuous batching (falls back to "
+                  "lockstep, with a warning, for transformers generate or colocated tensor parallel > 1)."},
+    )
 
     # --- sandbox --------------------------------------------------------------------------------------------------
     sandbox_workers: int = field(default=4, metadata={"help": "Code executions run in parallel."})
@@ -174,6 +181,7 @@ class ArcConfig:
             "teacher_backend": (self.teacher_backend, TEACHER_BACKENDS),
             "teacher_loss": (self.teacher_loss, TEACHER_LOSSES),
             "teacher_privileged": (self.teacher_privileged, PRIVILEGED_INFO),
+            "rollout_scheduling": (self.rollout_scheduling, ROLLOUT_SCHEDULING),
         }
         for name, (value, allowed) in checks.items():
             if value not in allowed:

@@ -214,7 +214,8 @@ def generate(plan: Plan) -> dict[str, Any]:
     }
     plan.sampling["runs"].append(run)
     write_json(plan.output_dir / SAMPLING_FILE, plan.sampling)
-    rollout = RolloutSettings(args.agent_mode, args.max_turns, args.max_tokens_per_turn, args.max_completion_length)
+    rollout = RolloutSettings(args.agent_mode, args.max_turns, args.max_tokens_per_turn, args.max_completion_length,
+                              scheduling=args.rollout_scheduling)
     with contextlib.ExitStack() as stack:
         generator = build_generator(args, tokenizer, eos_token_ids(args.model, tokenizer), max_model_len, stack)
         pool = stack.enter_context(SandboxPool(num_workers=args.workers, config=plan.sandbox_config))
@@ -284,6 +285,9 @@ def add_generate_arguments(parser: argparse.ArgumentParser) -> argparse.Argument
     p("--max-completion-length", type=int, default=None,
       help="token budget of an episode, model + environment tokens (default 1024)")
     p("--max-prompt-tokens", type=int, default=None, help="skip tasks whose prompt is longer than this")
+    p("--rollout-scheduling", choices=("lockstep", "per_episode"), default=None,
+      help="per_episode (default): each episode advances on its own (vLLM backend; transformers falls back to "
+           "lockstep), or lockstep: each turn, all episodes of a batch generate together")
     p("--temperature", type=float, default=None, help="sampling temperature (default 1.0; 0 = greedy)")
     p("--top-p", type=float, default=None, help="default 1.0")
     p("--top-k", type=int, default=None, help="default 0 (off)")

@@ -88,6 +88,7 @@ class ArcGRPOTrainer(GRPOTrainer):
                 max_turns=arc.max_turns,
                 max_tokens_per_turn=arc.max_tokens_per_turn,
                 max_completion_length=args.max_completion_length,
+                scheduling=arc.rollout_scheduling,
             ),
         )
         self._rollout_inputs: list[dict[str, Any]] | None = None
