@@ -263,3 +263,27 @@ def test_server_mode_per_episode_matches_lockstep(tiny_tokenizer, pool):
     assert len(client.calls) == 6
     assert all(c["temperature"] == 0.7 and c["min_p"] == 0.0 and c["generation_kwargs"] == {"seed": 3}
                and c["n"] == 1 and c["logprobs"] == 0 for c in client.calls)
+
+
+def test_server_stream_keeps_missing_sampler_logprobs_nan():
+    """A position the server gave no log-prob for stays NaN (TRL neutralises NaN in its IS correction; 0.0 would
+    claim the sampler was certain), as in the lock-step generators."""
+    import math
+    import time
+
+    from arc_trl.rollout.streams import ServerStream
+
+    class Client:
+        def generate(self, prompts, max_tokens, **sampling):
+            return {"completion_ids": [[7, 8, 9]], "logprobs": [[[-0.5], [None], []]]}
+
+    stream = ServerStream(Client(), {})
+    stream.add(0, [1, 2], 3)
+    finished = []
+    deadline = time.time() + 10
+    while not finished and time.time() < deadline:
+        finished = stream.advance()
+    stream.close()
+    [(key, ids, lps)] = finished
+    assert key == 0 and ids == [7, 8, 9]
+    assert lps[0] == -0.5 and math.isnan(lps[1]) and math.isnan(lps[2])

@@ -280,9 +280,9 @@ def test_vllm_generator_keeps_missing_logprobs_nan():
     import math
     from types import SimpleNamespace as NS
 
-    from arc_trl.rollout.generators import _sampled_logprobs
+    from arc_trl.rollout.generators import sampled_logprobs
 
     sample = NS(token_ids=[5, 6, 7], logprobs=[{5: NS(logprob=-0.5)}, {}, {9: NS(logprob=-0.1), 7: NS(logprob=-2.0)}])
-    lps = _sampled_logprobs(sample)
+    lps = sampled_logprobs(sample)
     assert lps[0] == -0.5 and math.isnan(lps[1]) and lps[2] == -2.0  # the sampled token's value, never 0.0
-    assert all(math.isnan(lp) for lp in _sampled_logprobs(NS(token_ids=[5, 6], logprobs=None)))
+    assert all(math.isnan(lp) for lp in sampled_logprobs(NS(token_ids=[5, 6], logprobs=None)))

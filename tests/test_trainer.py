@@ -210,10 +210,11 @@ def test_tiny_cpu_config_end_to_end_with_colocated_vllm(memorized_model_dir, mem
     assert all(h["sampling/sampling_logp_difference/mean"] < 0.05 for h in logs)  # vLLM agrees with the trainer
     _check_step_budget(logs, generation_batch=4, vllm=True)
     for h in logs:
-        assert 0 < h["sampling/masked_frac"] < 1 and h["sampling/clipped_frac"] == 0  # mask mode: nothing clipped
+        assert 0 <= h["sampling/masked_frac"] < 1 and h["sampling/clipped_frac"] == 0  # mask mode: nothing clipped
         assert h["sampling/masked_episode_frac"] >= h["sampling/masked_frac"]
-        # TRL's own ratios: some model token has weight 0 exactly when we count a masked one
-        assert h["sampling/importance_sampling_ratio/min"] == 0
+        # TRL's own ratios: some model token has weight 0 exactly when we count a masked one (how many depends on
+        # the batch's numerics: a step where vLLM and the trainer agree within 1e-3 everywhere masks nothing)
+        assert (h["sampling/masked_frac"] > 0) == (h["sampling/importance_sampling_ratio/min"] == 0)
 
 
 def test_unsloth_without_gpu_or_package_fails_clearly(tiny_model_dir, tmp_path):

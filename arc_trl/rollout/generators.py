@@ -150,14 +150,14 @@ class VLLMGenerator:
         for out in outputs:
             sample = out.outputs[0]
             ids.append(list(sample.token_ids))
-            lps.append(_sampled_logprobs(sample))
+            lps.append(sampled_logprobs(sample))
         return ids, lps
 
     def global_any(self, flag: bool) -> bool:
         return flag
 
 
-def _sampled_logprobs(sample) -> list[float]:
+def sampled_logprobs(sample) -> list[float]:
     """The sampled tokens' log-probs from a vLLM `CompletionOutput`; NaN where vLLM gave none (never 0.0)."""
     positions = sample.logprobs or [None] * len(sample.token_ids)
     out = []

@@ -16,9 +16,12 @@ every rank of its group at every step).
 from __future__ import annotations
 
 import itertools
+import math
 import uuid
 from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
 from typing import Any, Protocol
+
+from arc_trl.rollout.generators import sampled_logprobs
 
 Finished = tuple[int, list[int], list[float] | None]  # (key, new token ids, sampler logprobs or None)
 
@@ -35,18 +38,6 @@ class RequestStream(Protocol):
 
     def close(self) -> None:
         """Abort what is still running and release the engine (idempotent)."""
-
-
-def sampled_logprobs(sample) -> list[float]:
-    """The sampler's log-probability of each generated token of a vLLM `CompletionOutput` (requested with
-    `logprobs=0`: each position holds the sampled token, plus possibly top-ranked ones)."""
-    out = []
-    for token, entry in zip(sample.token_ids, sample.logprobs or []):
-        if not entry:
-            out.append(0.0)
-        else:
-            out.append(entry[token].logprob if token in entry else next(iter(entry.values())).logprob)
-    return out
 
 
 class EngineStream:
@@ -91,7 +82,7 @@ class EngineStream:
                 continue
             del self.running[output.request_id]
             sample = output.outputs[0]
-            lps = sampled_logprobs(sample) if sample.logprobs is not None else None
+            lps = sampled_logprobs(sample) if sample.logprobs is not None else None  # NaN where vLLM gave none
             finished.append((key, list(sample.token_ids), lps))
         return finished
 
@@ -135,7 +126,7 @@ class ServerStream:
             key = self.running.pop(future)
             out = future.result()  # a failed request raises here, in the scheduling thread
             lps = out.get("logprobs")  # per token: top-ranked logprobs, the sampled token's first
-            seq_lps = None if lps is None else [0.0 if not lp or lp[0] is None else float(lp[0]) for lp in lps[0]]
+            seq_lps = None if lps is None else [math.nan if not lp or lp[0] is None else float(lp[0]) for lp in lps[0]]
             finished.append((key, list(out["completion_ids"][0]), seq_lps))
         return finished
 
