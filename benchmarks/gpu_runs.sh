@@ -13,7 +13,8 @@
 #            (scripts/demo_learning.py --configs configs/gpu/learning; models stay in /tmp/arc-gpu/learning)
 #   learn    GRPO + OPD from the student, colocated vLLM, then the held-out evaluation
 #   control  the same run without the teacher (GRPO only), evaluation, results.json for docs/learning.md
-#   measure  step-time parts and trainer/vLLM mismatch (full fine-tune and LoRA), rollout scheduling benchmark
+#   mismatch trainer/vLLM mismatch with LoRA, and with token-level IS correction (the full fine-tune is `learn`)
+#   scheduling  lock-step vs per-episode rollouts vs the continuous-batch floor (benchmarks/scheduling_bench.py)
 #   8b       configs/qwen3-8b-1gpu-colocate.yaml (LoRA, sleep mode) on an 8B-shaped model: memory and step parts
 #   unsloth  unsloth vs plain PEFT on the policy (needs .gpu4/ with the unsloth wheels, see .gpu4/README.txt)
 #   zero     trainer benchmark (gpu_trainer_bench.py, Qwen3-0.6B and 8B LoRA shapes) on 1 GPU and, where the
@@ -56,16 +57,22 @@ case $stage in
   policy)  run policy "$limit" "${demo[@]}" --until eval-teacher ;;
   learn)   run learn "$limit" "${demo[@]}" --until eval-grpo-opd ;;
   control) run control "$limit" "${demo[@]}" --ablation ;;
-  measure)
-    [ -f "$learning/student/model.safetensors" ] || run policy-sft 400 "${demo[@]}" --until teacher
+  mismatch)  # LoRA beside the full fine-tune of `learn`, and token-level IS beside TRL's sequence-level default
+    [ -f "$learning/student/model.safetensors" ] || run policy-sft "$limit" "${demo[@]}" --until teacher
     common=(--config configs/gpu/learning/grpo-opd.yaml --model_name_or_path "$learning/student"
-            --teacher_model "$learning/teacher" --max_steps 6 --seed 0)
-    run mismatch-full 200 python3 scripts/train.py "${common[@]}" --output_dir "$work/runs/mismatch-full"
-    run mismatch-lora 200 python3 scripts/train.py "${common[@]}" --output_dir "$work/runs/mismatch-lora" \
+            --teacher_model "$learning/teacher" --max_steps ${STEPS:-6} --seed 0)
+    run mismatch-lora 280 python3 scripts/train.py "${common[@]}" --output_dir "$work/runs/mismatch-lora" \
       --use_peft true --lora_r 16 --lora_alpha 32 --lora_target_modules all-linear --learning_rate 1e-4
+    run mismatch-token 280 python3 scripts/train.py "${common[@]}" --output_dir "$work/runs/mismatch-token" \
+      --vllm_importance_sampling_mode token_truncate
+    ;;
+  scheduling)  # lock-step vs per-episode vs the continuous-batch floor, the policy on held-out synthetic tasks
     mkdir -p "$work/bench"
-    [ -f benchmarks/scheduling_bench.py ] && run scheduling 240 python3 benchmarks/scheduling_bench.py \
-      --model "$learning/student" --device cuda --out "$work/bench/scheduling.json"
+    run scheduling "$limit" python3 benchmarks/scheduling_bench.py --model "$learning/student" --mean-turn-tokens 0 \
+      --dataset "synthetic:n=256,seed=1,difficulty=tiny,families=rotate+flip+transpose+mirror_concat+upscale+color_swap" \
+      --prompt-template configs/demo/prompt.yaml --episodes ${EPISODES:-64} --max-turns 3 --tokens-per-turn 256 \
+      --max-completion-length 768 --dtype bfloat16 --gpu-memory-utilization 0.3 --sandbox-workers 8 --repeats 2 \
+      --out "$work/bench/scheduling.json"
     ;;
   8b)
     python3 scripts/build_tiny_model.py --shape qwen3-8b --out "$work/qwen3-8b" --device cuda > /dev/null

@@ -68,20 +68,22 @@ def make_generator(llm, eos_ids: list[int], sampling: dict, request_seeds: bool)
     return ContextSeededGenerator(llm, eos_ids, **sampling)
 
 
-def load_episodes_inputs(tokenizer, count: int, max_prompt_tokens: int):
+def load_episodes_inputs(tokenizer, count: int, max_prompt_tokens: int, dataset: str = "arc-agi-1/train",
+                         prompt_template: str | None = None):
     from arc_trl.chat_template import prompt_ids
-    from arc_trl.data import load_tasks, render_messages
+    from arc_trl.data import load_tasks, load_template, render_messages
 
+    template = load_template(prompt_template, "repl") if prompt_template else None
     tasks, prompts = [], []
-    for task in load_tasks("arc-agi-1/train"):
-        messages = render_messages(task, "repl")
+    for task in load_tasks(dataset):
+        messages = render_messages(task, "repl", template=template)
         if len(prompt_ids(tokenizer, messages)) <= max_prompt_tokens:
             tasks.append(task)
             prompts.append(messages)
         if len(tasks) == count:
             break
     if len(tasks) < count:
-        raise SystemExit(f"only {len(tasks)} ARC-AGI-1 training prompts fit in --prompt-tokens {max_prompt_tokens}")
+        raise SystemExit(f"only {len(tasks)} prompts of {dataset} fit in --prompt-tokens {max_prompt_tokens}")
     return tasks, prompts
 
 
@@ -109,6 +111,8 @@ def main() -> None:
     parser.add_argument("--max-completion-length", type=int, default=None,
                         help="episode budget (default: max-turns x (tokens-per-turn + 64))")
     parser.add_argument("--prompt-tokens", type=int, default=1024, help="keep ARC prompts up to this length")
+    parser.add_argument("--dataset", default="arc-agi-1/train", help="tasks (e.g. the policy's synthetic: spec)")
+    parser.add_argument("--prompt-template", default=None, help="prompt template YAML the policy was trained with")
     parser.add_argument("--temperature", type=float, default=1.0)
     parser.add_argument("--repeats", type=int, default=3)
     parser.add_argument("--sandbox-workers", type=int, default=4)
@@ -135,7 +139,7 @@ def main() -> None:
     budget = args.max_completion_length or args.max_turns * (args.tokens_per_turn + 64)
     tokenizer = AutoTokenizer.from_pretrained(model_dir)
     eos_ids = [tokenizer.eos_token_id]
-    tasks, prompts = load_episodes_inputs(tokenizer, args.episodes, args.prompt_tokens)
+    tasks, prompts = load_episodes_inputs(tokenizer, args.episodes, args.prompt_tokens, args.dataset, args.prompt_template)
     sampling = {"temperature": args.temperature}
     if args.mean_turn_tokens > 1:
         vocab = AutoConfig.from_pretrained(model_dir).vocab_size
