@@ -185,6 +185,11 @@ def summarise(trainer, started: float) -> dict:
         values = [h[key] for h in history if h.get(key) is not None]
         return round(sum(values) / len(values), 4) if values else None
 
+    def ratio_of_sums(numerator, denominator):  # run throughput (a mean of per-step ratios overweights fast steps)
+        rows = [h for h in history if h.get(numerator) is not None and h.get(denominator)]
+        total = sum(h[denominator] for h in rows)
+        return round(sum(h[numerator] for h in rows) / total, 1) if total else None
+
     def window_mean(key, last):  # a few steps averaged at each end: one step's reward is noisy
         values = [h[key] for h in history if h.get(key) is not None]
         part = values[-window:] if last else values[:window]
@@ -209,8 +214,8 @@ def summarise(trainer, started: float) -> dict:
         "sandbox_error_rate": mean_of("sandbox/error_rate"),
         "turns_per_episode": mean_of("episode/turns"),
         "step_time_s": {bucket: mean_of(f"time/{bucket}") for bucket in ("step", *BUCKETS)},
-        "generated_tokens_per_s": mean_of("throughput/generated_tokens_per_s"),
-        "trained_tokens_per_s": mean_of("throughput/trained_tokens_per_s"),
+        "generated_tokens_per_s": ratio_of_sums("tokens/generated", "time/generate"),
+        "trained_tokens_per_s": ratio_of_sums("tokens/trained", "time/train"),
         "mfu": mean_of("mfu"),
         "checkpoint": get_last_checkpoint(trainer.args.output_dir) if os.path.isdir(trainer.args.output_dir) else None,
         "rollouts": rollouts if os.path.isdir(rollouts) else None,
