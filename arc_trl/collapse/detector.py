@@ -156,6 +156,7 @@ class Verdict:
     fired: list[Firing] = field(default_factory=list)
     values: dict[str, float] = field(default_factory=dict)  # the window means of every watched metric
     baseline_ready: bool = True
+    raw: dict[str, float] = field(default_factory=dict)  # this step's own values of the watched metrics
 
     @property
     def level(self) -> int:
@@ -172,6 +173,7 @@ class Verdict:
             "fired": [{"rule": f.rule, "level": f.level, "score": _finite(f.score), "window": _finite(f.window),
                        "baseline": _finite(f.baseline), "reason": f.reason} for f in self.fired],
             "values": {k: _finite(v) for k, v in self.values.items()},
+            "raw": {k: _finite(v) for k, v in self.raw.items()},
         }
 
 
@@ -213,7 +215,7 @@ class CollapseDetector:
         fired = [Firing(f"{k}:nonfinite", COLLAPSE, math.inf, math.nan, math.nan, f"{k} is {metrics.get(k)}")
                  for k in nonfinite]
         if self._baseline is None:
-            return Verdict(step, COLLAPSE if fired else OK, fired, values, baseline_ready=False)
+            return Verdict(step, COLLAPSE if fired else OK, fired, values, baseline_ready=False, raw=row)
         for rule in self.settings.rules:
             if rule.key not in values or rule.key not in self._baseline:
                 continue  # a metric this run does not log (e.g. no vLLM: no sampling/*): the rule stays silent
@@ -231,7 +233,7 @@ class CollapseDetector:
             label = WARN
         else:
             label = OK
-        return Verdict(step, label, fired, values)
+        return Verdict(step, label, fired, values, raw=row)
 
 
 def _mean_std(rows: list[dict[str, float]]) -> dict[str, tuple[float, float]]:

@@ -8,7 +8,7 @@ episode's `turn_spans`/`env_mask`, and a turn that re-uses code from an earlier 
 - `repeat_run`: the longest stretch of consecutive repeated tokens of an episode (its worst turn), averaged over the
   batch. A looping completion ("in a pattern in a pattern ...") scores ~1.0 and ~its length.
 
-Vectorised with numpy (a rolling 64-bit hash of each n-gram and `np.unique`), ~O(L log L) per turn; the cost is
+Vectorised with numpy (a 64-bit polynomial hash of each n-gram and one stable argsort), ~O(L log L) per turn; the cost is
 measured by benchmarks/collapse_guard_bench.py (docs/collapse.md).
 """
 
@@ -42,12 +42,13 @@ def repeated_token_mask(tokens: Sequence[int] | np.ndarray, n: int = DEFAULT_NGR
     with np.errstate(over="ignore"):
         for k in range(n):
             hashes = hashes * _MULT + ids[k : k + count] + np.uint64(1)
-    _, first, inverse = np.unique(hashes, return_index=True, return_inverse=True)
-    starts = np.flatnonzero(first[inverse] < np.arange(count))  # n-grams that are not their first occurrence
+    order = np.argsort(hashes, kind="stable")  # equal n-grams end up adjacent, in order of position
+    ordered = hashes[order]
+    starts = order[1:][ordered[1:] == ordered[:-1]]  # every occurrence of an n-gram but its first
     if starts.size:
-        cover = np.zeros(length + 1, dtype=np.int32)  # mark [start, start + n) of each repeat with a difference array
-        np.add.at(cover, starts, 1)
-        np.add.at(cover, starts + n, -1)
+        cover = np.zeros(length + n, dtype=np.int32)  # mark [start, start + n) of each repeat (difference array)
+        cover[starts] += 1  # distinct positions: fancy indexing adds once each
+        cover[starts + n] -= 1
         mask = np.cumsum(cover[:length]) > 0
     return mask
 
