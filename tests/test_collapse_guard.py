@@ -199,3 +199,110 @@ def test_scale_learning_rate_rescales_optimizer_and_scheduler():
     optimizer.step()
     scheduler.step()
     assert scheduler.get_last_lr() == [pytest.approx(2.5e-4)]
+
+
+# ---------------------------------------------------------------------------------------------------- entry point
+class _FakeTrainer:
+    """Just what `train_with_guard` touches: it 'trains' by feeding scripted metric rows to the callbacks."""
+
+    def __init__(self, rows, output_dir, saves):
+        from types import SimpleNamespace
+
+        from transformers import TrainerControl, TrainerState
+
+        self.rows, self.output_dir, self.saves = rows, output_dir, saves
+        self.state, self.control = TrainerState(), TrainerControl()
+        self.callback_handler = SimpleNamespace(callbacks=[])
+        self.accelerator = SimpleNamespace(is_main_process=True, wait_for_everyone=lambda: None)
+        self.args = SimpleNamespace(output_dir=str(output_dir))
+        self.resumed_from, self.closed, self.saved_models = "unset", False, []
+
+    def train(self, resume_from_checkpoint=None):
+        self.resumed_from = resume_from_checkpoint
+        start = int(resume_from_checkpoint.rsplit("-", 1)[1]) if resume_from_checkpoint else 0
+        guard = self.callback_handler.callbacks[0]
+        self.state.global_step = start
+        self.state.log_history = [{"step": s, **self.rows[s - 1]} for s in range(1, start + 1)]
+        guard.on_train_begin(self.args, self.state, self.control)
+        while self.state.global_step < len(self.rows) and not self.control.should_training_stop:
+            self.state.global_step += 1
+            logs = dict(self.rows[self.state.global_step - 1])
+            self.state.log_history.append({"step": self.state.global_step, **logs})
+            self.control.should_save = self.state.global_step in self.saves
+            guard.on_log(self.args, self.state, self.control, logs)
+            if self.control.should_save:
+                (self.output_dir / f"checkpoint-{self.state.global_step}").mkdir(parents=True, exist_ok=True)
+                guard.on_save(self.args, self.state, self.control)
+
+    def save_model(self, path=None):
+        self.saved_models.append(path)
+
+    def save_state(self):
+        pass
+
+    def close(self):
+        self.closed = True
+
+
+def _guarded(tmp_path, action, rows_per_attempt, max_rollbacks=2):
+    from types import SimpleNamespace
+
+    from arc_trl.config import ArcConfig
+    from arc_trl.train_entry import train_with_guard
+
+    arc = ArcConfig(collapse_guard=action, collapse_baseline_steps=3, collapse_window=1,
+                    collapse_max_rollbacks=max_rollbacks, collapse_lr_scale=0.5)
+    args = SimpleNamespace(learning_rate=1e-3, output_dir=str(tmp_path))
+    made = []
+
+    def make_trainer():
+        made.append(_FakeTrainer(rows_per_attempt[min(len(made), len(rows_per_attempt) - 1)], tmp_path, {2, 4, 6}))
+        made[-1].learning_rate = args.learning_rate
+        return made[-1]
+
+    return arc, args, made, lambda: train_with_guard(arc, args, make_trainer, None)
+
+
+HEALTHY_ROW = {"reward": 1.0, "episode/truncated_rate": 0.1, "episode/model_tokens": 100.0}
+BAD_ROW = {"reward": 1.0, "episode/truncated_rate": 0.9, "episode/model_tokens": 500.0}
+
+
+def test_stop_writes_the_reason_and_exits_3(tmp_path):
+    from arc_trl.collapse.rollback import COLLAPSE_EXIT_CODE, CollapseStopped
+
+    rows = [HEALTHY_ROW] * 4 + [BAD_ROW] * 4
+    arc, args, made, run = _guarded(tmp_path, "stop", [rows])
+    with pytest.raises(CollapseStopped) as stopped:
+        run()
+    assert stopped.value.code == COLLAPSE_EXIT_CODE == 3
+    report = json.loads((tmp_path / "collapse_guard_stop.json").read_text())
+    assert report["step"] == 5 and report["exit_code"] == 3 and report["last_ok_checkpoint"].endswith("checkpoint-4")
+    assert "episode/truncated_rate" in report["reason"] and "episode/model_tokens" in report["reason"]
+    assert made[0].state.global_step == 5 and made[0].closed
+    assert made[0].saved_models == [str(tmp_path / "collapse_guard" / "collapsed-step-5")]
+    assert not (tmp_path / "checkpoint-6").exists()  # the collapsed state is never checkpoint-N
+    records = [json.loads(line) for line in (tmp_path / "collapse_guard.jsonl").read_text().splitlines()]
+    assert [r["label"] for r in records if r["event"] == "step"] == ["ok"] * 4 + ["collapse"]
+
+
+def test_rollback_resumes_from_the_last_ok_checkpoint_with_a_smaller_lr_then_stops(tmp_path):
+    from arc_trl.collapse.rollback import CollapseStopped
+
+    bad_after_4 = [HEALTHY_ROW] * 4 + [BAD_ROW] * 4
+    recovers = [HEALTHY_ROW] * 8
+    arc, args, made, run = _guarded(tmp_path, "rollback", [bad_after_4, recovers])
+    trainer = run()
+    assert [t.resumed_from for t in made] == [None, str(tmp_path / "checkpoint-4")]
+    assert [t.learning_rate for t in made] == [1e-3, 5e-4]
+    assert trainer is made[1] and trainer.state.global_step == 8 and trainer.collapse_rollbacks == 1
+    events = [json.loads(line) for line in (tmp_path / "collapse_guard.jsonl").read_text().splitlines()]
+    rollback = next(e for e in events if e["event"] == "rollback")
+    assert rollback["from_step"] == 5 and rollback["lr_multiplier"] == 0.5
+    begin = [e for e in events if e["event"] == "train_begin"][1]
+    assert begin["step"] == 4 and begin["baseline_ready"]  # baseline rebuilt from the checkpoint's history
+
+    # a run that collapses every time: max_rollbacks rollbacks, then a stop with the reason
+    arc, args, made, run = _guarded(tmp_path / "again", "rollback", [bad_after_4], max_rollbacks=2)
+    with pytest.raises(CollapseStopped, match="2 rollback"):
+        run()
+    assert len(made) == 3 and [t.learning_rate for t in made] == [1e-3, 5e-4, 2.5e-4]
