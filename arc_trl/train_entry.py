@@ -183,7 +183,10 @@ def train_with_guard(arc: ArcConfig, args: GRPOConfig, make_trainer, resume: str
         write_stop_report,
     )
 
-    base_lr, multiplier, rollbacks = args.learning_rate, 1.0, 0
+    from arc_trl.collapse.callback import read_checkpoint_info
+
+    saved = read_checkpoint_info(resume) if resume else {}  # a restarted run keeps its rollbacks' lr and count
+    base_lr, multiplier, rollbacks = args.learning_rate, saved.get("lr_multiplier", 1.0), saved.get("rollbacks", 0)
     while True:
         args.learning_rate = base_lr * multiplier  # a fresh start uses it; a resume rescales the restored optimizer
         trainer = make_trainer()

@@ -260,7 +260,7 @@ def _guarded(tmp_path, action, rows_per_attempt, max_rollbacks=2):
         made[-1].learning_rate = args.learning_rate
         return made[-1]
 
-    return arc, args, made, lambda: train_with_guard(arc, args, make_trainer, None)
+    return arc, args, made, lambda resume=None: train_with_guard(arc, args, make_trainer, resume)
 
 
 HEALTHY_ROW = {"reward": 1.0, "episode/truncated_rate": 0.1, "episode/model_tokens": 100.0}
@@ -306,3 +306,12 @@ def test_rollback_resumes_from_the_last_ok_checkpoint_with_a_smaller_lr_then_sto
     with pytest.raises(CollapseStopped, match="2 rollback"):
         run()
     assert len(made) == 3 and [t.learning_rate for t in made] == [1e-3, 5e-4, 2.5e-4]
+
+
+def test_a_restarted_run_keeps_the_lr_and_rollback_count_of_its_checkpoint(tmp_path):
+    checkpoint = tmp_path / "checkpoint-4"
+    checkpoint.mkdir()
+    (checkpoint / "collapse_guard.json").write_text(json.dumps({"label": "ok", "lr_multiplier": 0.25, "rollbacks": 2}))
+    arc, args, made, run = _guarded(tmp_path, "rollback", [[HEALTHY_ROW] * 6])
+    trainer = run(str(checkpoint))
+    assert made[0].learning_rate == pytest.approx(2.5e-4) and trainer.collapse_rollbacks == 2

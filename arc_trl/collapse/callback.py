@@ -60,7 +60,7 @@ class CollapseGuardCallback(TrainerCallback):
             if is_train_log(entry) and entry.get("step", 0) <= state.global_step:
                 self.last_verdict = self.detector.update(entry.get("step", 0), entry)
         if state.global_step > 0:
-            saved = _read_checkpoint_info(self.output_dir / f"checkpoint-{state.global_step}")
+            saved = read_checkpoint_info(self.output_dir / f"checkpoint-{state.global_step}")
             factor = self.lr_multiplier / saved.get("lr_multiplier", 1.0)
             if factor != 1.0:
                 scale_learning_rate(optimizer, lr_scheduler, factor)
@@ -100,7 +100,8 @@ class CollapseGuardCallback(TrainerCallback):
         label = self.last_verdict.label if self.last_verdict and self.last_verdict.step == state.global_step else OK
         if self.is_main_process and checkpoint.is_dir():
             (checkpoint / CHECKPOINT_FILE).write_text(json.dumps(
-                {"step": state.global_step, "label": label, "lr_multiplier": self.lr_multiplier}))
+                {"step": state.global_step, "label": label, "lr_multiplier": self.lr_multiplier,
+                 "rollbacks": self.attempt}))
         if label == OK:
             self.last_ok_checkpoint = checkpoint
         self._write({"event": "save", "step": state.global_step, "checkpoint": str(checkpoint), "label": label})
@@ -132,8 +133,9 @@ def scale_learning_rate(optimizer, lr_scheduler, factor: float) -> None:
                 group["initial_lr"] *= factor
 
 
-def _read_checkpoint_info(checkpoint: Path) -> dict[str, Any]:
+def read_checkpoint_info(checkpoint: str | os.PathLike) -> dict[str, Any]:
+    """What the guard recorded in a checkpoint (label, lr_multiplier, rollbacks); {} when nothing."""
     try:
-        return json.loads((checkpoint / CHECKPOINT_FILE).read_text())
+        return json.loads((Path(checkpoint) / CHECKPOINT_FILE).read_text())
     except (OSError, ValueError):
         return {}

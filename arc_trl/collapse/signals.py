@@ -8,7 +8,7 @@ episode's `turn_spans`/`env_mask`, and a turn that re-uses code from an earlier 
 - `repeat_run`: the longest stretch of consecutive repeated tokens of an episode (its worst turn), averaged over the
   batch. A looping completion ("in a pattern in a pattern ...") scores ~1.0 and ~its length.
 
-Vectorised with numpy (a 64-bit polynomial hash of each n-gram and one stable argsort), ~O(L log L) per turn; the cost is
+Vectorised with numpy (a 64-bit polynomial hash of each n-gram, one stable argsort), ~O(L log L) per turn; the cost is
 measured by benchmarks/collapse_guard_bench.py (docs/collapse.md).
 """
 
