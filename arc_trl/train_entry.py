@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import math
 import os
 import sys
 import time
@@ -237,8 +238,13 @@ def attach_collapse_guard(trainer, arc: ArcConfig, args: GRPOConfig, lr_multipli
     from arc_trl.collapse.callback import CollapseGuardCallback
     from arc_trl.collapse.settings import detector_settings
 
+    # optimizer steps between two generations: a checkpoint is judged by the first verdict on episodes sampled from it
+    per_generation = getattr(args, "steps_per_generation", None) or 1
+    accumulation = getattr(args, "gradient_accumulation_steps", 1) or 1
+    confirm = math.ceil(per_generation * (getattr(args, "num_iterations", 1) or 1) / accumulation)
     guard = CollapseGuardCallback(detector_settings(arc), arc.collapse_guard, args.output_dir, lr_multiplier,
-                                  attempt=rollbacks, is_main_process=trainer.accelerator.is_main_process)
+                                  attempt=rollbacks, is_main_process=trainer.accelerator.is_main_process,
+                                  confirm_steps=confirm)
     trainer.callback_handler.callbacks.insert(0, guard)  # first, so that reporters log the keys it adds
     return guard
 

@@ -276,7 +276,8 @@ def test_stop_writes_the_reason_and_exits_3(tmp_path):
         run()
     assert stopped.value.code == COLLAPSE_EXIT_CODE == 3
     report = json.loads((tmp_path / "collapse_guard_stop.json").read_text())
-    assert report["step"] == 5 and report["exit_code"] == 3 and report["last_ok_checkpoint"].endswith("checkpoint-4")
+    # checkpoint-4 holds the weights that step 5's episodes were sampled from: rejected; checkpoint-2 was confirmed
+    assert report["step"] == 5 and report["exit_code"] == 3 and report["last_ok_checkpoint"].endswith("checkpoint-2")
     assert "episode/truncated_rate" in report["reason"] and "episode/model_tokens" in report["reason"]
     assert made[0].state.global_step == 5 and made[0].closed
     assert made[0].saved_models == [str(tmp_path / "collapse_guard" / "collapsed-step-5")]
@@ -292,14 +293,17 @@ def test_rollback_resumes_from_the_last_ok_checkpoint_with_a_smaller_lr_then_sto
     recovers = [HEALTHY_ROW] * 8
     arc, args, made, run = _guarded(tmp_path, "rollback", [bad_after_4, recovers])
     trainer = run()
-    assert [t.resumed_from for t in made] == [None, str(tmp_path / "checkpoint-4")]
+    assert [t.resumed_from for t in made] == [None, str(tmp_path / "checkpoint-2")]
+    assert (tmp_path / "collapse_guard" / "discarded" / "rollback-1" / "checkpoint-4").is_dir()
     assert [t.learning_rate for t in made] == [1e-3, 5e-4]
     assert trainer is made[1] and trainer.state.global_step == 8 and trainer.collapse_rollbacks == 1
     events = [json.loads(line) for line in (tmp_path / "collapse_guard.jsonl").read_text().splitlines()]
     rollback = next(e for e in events if e["event"] == "rollback")
     assert rollback["from_step"] == 5 and rollback["lr_multiplier"] == 0.5
     begin = [e for e in events if e["event"] == "train_begin"][1]
-    assert begin["step"] == 4 and begin["baseline_ready"]  # baseline rebuilt from the checkpoint's history
+    assert begin["step"] == 2 and not begin["baseline_ready"]  # rebuilt from the checkpoint's 2 steps (of 3)
+    confirmed = [e["step"] for e in events if e["event"] == "checkpoint" and e["label"] == "ok"]
+    assert confirmed == [2, 4, 6]  # 2 by step 3 of attempt 0; 4 and 6 by attempt 1
 
     # a run that collapses every time: max_rollbacks rollbacks, then a stop with the reason
     arc, args, made, run = _guarded(tmp_path / "again", "rollback", [bad_after_4], max_rollbacks=2)

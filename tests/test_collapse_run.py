@@ -49,10 +49,11 @@ def test_high_learning_rate_collapse_is_detected_and_rolled_back(memorized_model
     fired = [f for f in collapse["fired"] if f["level"] == "collapse"]
     assert len(fired) >= 2, collapse["fired"]
     rollback = next(r for r in records if r["event"] == "rollback")
-    assert rollback["from_step"] == 3 and rollback["resume_from"] == str(out / "checkpoint-2")
+    # checkpoint-2 holds the weights of the bad update (step 3 sampled from them): rejected; checkpoint-1 is the last ok
+    assert rollback["from_step"] == 3 and rollback["resume_from"] == str(out / "checkpoint-1")
 
     second = [r for r in steps if r["attempt"] == 1]
-    assert [r["step"] for r in second] == [3, 4, 5] and all(r["label"] == "ok" for r in second), second
+    assert [r["step"] for r in second] == [2, 3, 4, 5] and all(r["label"] == "ok" for r in second), second
     baseline = {k: sum(r["raw"][k] for r in first[:2]) / 2 for k in first[0]["raw"]}
     for rule in fired:  # every signal that fired is back within its warn threshold of the baseline
         key = rule["rule"].rsplit(":", 1)[0]

@@ -8,8 +8,11 @@ transformers hooks used (no Trainer method is overridden here):
   `output_dir/collapse_guard.jsonl`, prints the reasons of non-ok steps. On `collapse` with action `stop` or
   `rollback` it ends training (`control.should_training_stop`, no checkpoint of the collapsed state); the entry point
   (`arc_trl/collapse/rollback.py`) then stops or resumes from the last ok checkpoint.
-- `on_save`: remembers the newest checkpoint saved at an `ok` step (`last_ok_checkpoint`), which the trainer's
-  checkpoint rotation keeps (`protected_checkpoints`, see `ArcGRPOTrainer._save_checkpoint`).
+- `on_save`: records the new checkpoint as *pending*. A checkpoint saved after step s holds the weights that step s
+  updated, which only the episodes sampled *from* them show: it becomes the `last_ok_checkpoint` once every verdict
+  up to step s + `confirm_steps` (the steps between two generations, 1 by default) is `ok`, and is rejected if one
+  is not. The trainer's checkpoint rotation keeps the last ok one (`protected_checkpoints`, see
+  `ArcGRPOTrainer._save_checkpoint`).
 
 It must be the first callback (the entry point inserts it at position 0) so that reporters see its keys.
 """
@@ -29,7 +32,8 @@ from arc_trl.collapse.detector import COLLAPSE, OK, CollapseDetector, DetectorSe
 
 ACTIONS = ("off", "warn", "stop", "rollback")
 LOG_FILE = "collapse_guard.jsonl"
-CHECKPOINT_FILE = "collapse_guard.json"  # inside each checkpoint: the label of its step and the lr multiplier
+CHECKPOINT_FILE = "collapse_guard.json"  # inside each checkpoint: its label (pending/ok/rejected), the lr multiplier
+PENDING = "pending"
 
 
 def is_train_log(logs: dict[str, Any]) -> bool:
@@ -39,7 +43,8 @@ def is_train_log(logs: dict[str, Any]) -> bool:
 
 class CollapseGuardCallback(TrainerCallback):
     def __init__(self, settings: DetectorSettings, action: str, output_dir: str | os.PathLike,
-                 lr_multiplier: float = 1.0, attempt: int = 0, is_main_process: bool = True) -> None:
+                 lr_multiplier: float = 1.0, attempt: int = 0, is_main_process: bool = True,
+                 confirm_steps: int = 1) -> None:
         if action not in ACTIONS[1:]:
             raise ValueError(f"collapse_guard={action!r} is not one of {', '.join(ACTIONS)}")
         self.settings = settings
@@ -52,6 +57,9 @@ class CollapseGuardCallback(TrainerCallback):
         self.last_verdict: Verdict | None = None
         self.last_ok_checkpoint: Path | None = None
         self.collapse: Verdict | None = None  # the verdict that ended training (stop / rollback)
+        self.confirm_steps = max(1, confirm_steps)
+        self.pending: list[int] = []  # steps of checkpoints saved but not yet confirmed by later verdicts
+        self.last_bad_step = 0  # the latest step whose verdict was not ok
 
     # ------------------------------------------------------------------------------------------------ trainer hooks
     def on_train_begin(self, args, state, control, optimizer=None, lr_scheduler=None, **kwargs):
@@ -65,7 +73,9 @@ class CollapseGuardCallback(TrainerCallback):
             if factor != 1.0:
                 scale_learning_rate(optimizer, lr_scheduler, factor)
             if saved.get("label", OK) == OK:
-                self.last_ok_checkpoint = self.output_dir / f"checkpoint-{state.global_step}"
+                self.last_ok_checkpoint = self._checkpoint(state.global_step)
+            elif saved.get("label") == PENDING:  # resumed from a checkpoint not judged yet: judge it now
+                self.pending.append(state.global_step)
         self._write({"event": "train_begin", "step": state.global_step, "attempt": self.attempt,
                      "action": self.action, "lr_multiplier": self.lr_multiplier,
                      "baseline_ready": self.detector.baseline is not None})
@@ -76,6 +86,9 @@ class CollapseGuardCallback(TrainerCallback):
             return control
         verdict = self.detector.update(state.global_step, logs)
         self.last_verdict = verdict
+        if verdict.label != OK:
+            self.last_bad_step = verdict.step
+        self._settle_pending(verdict.step)
         extra = {"collapse_guard/level": verdict.level,
                  "collapse_guard/fired": len(verdict.fired),
                  "collapse_guard/lr_multiplier": self.lr_multiplier}
@@ -96,16 +109,30 @@ class CollapseGuardCallback(TrainerCallback):
         return control
 
     def on_save(self, args, state, control, **kwargs):
-        checkpoint = self.output_dir / f"checkpoint-{state.global_step}"
-        label = self.last_verdict.label if self.last_verdict and self.last_verdict.step == state.global_step else OK
+        self._mark(state.global_step, PENDING)
+        self.pending.append(state.global_step)
+        self._write({"event": "save", "step": state.global_step, "checkpoint": str(self._checkpoint(state.global_step)),
+                     "label": PENDING})
+        return control
+
+    def _settle_pending(self, step: int) -> None:
+        """Confirm (ok) or reject the pending checkpoints that `step`'s verdict is the last judge of."""
+        for saved in [s for s in self.pending if step >= s + self.confirm_steps]:
+            self.pending.remove(saved)
+            label = OK if self.last_bad_step <= saved else "rejected"
+            self._mark(saved, label)
+            if label == OK:
+                self.last_ok_checkpoint = self._checkpoint(saved)
+            self._write({"event": "checkpoint", "step": saved, "label": label, "judged_at": step})
+
+    def _checkpoint(self, step: int) -> Path:
+        return self.output_dir / f"checkpoint-{step}"
+
+    def _mark(self, step: int, label: str) -> None:
+        checkpoint = self._checkpoint(step)
         if self.is_main_process and checkpoint.is_dir():
             (checkpoint / CHECKPOINT_FILE).write_text(json.dumps(
-                {"step": state.global_step, "label": label, "lr_multiplier": self.lr_multiplier,
-                 "rollbacks": self.attempt}))
-        if label == OK:
-            self.last_ok_checkpoint = checkpoint
-        self._write({"event": "save", "step": state.global_step, "checkpoint": str(checkpoint), "label": label})
-        return control
+                {"step": step, "label": label, "lr_multiplier": self.lr_multiplier, "rollbacks": self.attempt}))
 
     # ------------------------------------------------------------------------------------------------ helpers
     def protected_checkpoints(self) -> set[str]:
