@@ -91,4 +91,7 @@ def model_turns(completion_ids: Sequence[int], env_mask: Sequence[int],
 
 def episode_repetition(episode, n: int = DEFAULT_NGRAM) -> RepetitionStats:
     """`repetition_stats` of an `arc_trl.rollout.episode.Episode` (model tokens only)."""
-    return repetition_stats(model_turns(episode.completion_ids, episode.env_mask, episode.turn_spans), n)
+    if episode.turn_spans:  # one conversion to numpy, then views of each model turn
+        ids = np.asarray(episode.completion_ids, dtype=np.uint64)
+        return repetition_stats([ids[start:end] for start, end in episode.turn_spans], n)
+    return repetition_stats(model_turns(episode.completion_ids, episode.env_mask), n)
