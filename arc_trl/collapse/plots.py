@@ -36,9 +36,9 @@ def plot_guard_log(path: str | Path, out: str | Path, keys: tuple[str, ...] = DE
                 if r["label"] in COLORS:
                     ax.scatter([r["step"]], [r["raw"][key]], s=60, facecolors="none", edgecolors=COLORS[r["label"]],
                                linewidths=1.5, zorder=5)
-        ready = next((r for r in steps if r.get("baseline_ready")), None)
-        base = [r["raw"][key] for r in steps if r["attempt"] == 0 and not r.get("baseline_ready")
-                and r["raw"].get(key) is not None]
+        first = [r for r in steps if r["attempt"] == 0]
+        ready = next((i for i, r in enumerate(first) if r.get("baseline_ready")), None)  # the last baseline step
+        base = [r["raw"][key] for r in first[: (ready or 0) + 1] if r["raw"].get(key) is not None]
         if ready is not None and base:
             ax.axhline(sum(base) / len(base), color="gray", ls="--", lw=0.8)
         for r in records:
