@@ -319,3 +319,10 @@ def test_a_restarted_run_keeps_the_lr_and_rollback_count_of_its_checkpoint(tmp_p
     arc, args, made, run = _guarded(tmp_path, "rollback", [[HEALTHY_ROW] * 6])
     trainer = run(str(checkpoint))
     assert made[0].learning_rate == pytest.approx(2.5e-4) and trainer.collapse_rollbacks == 2
+
+
+def test_a_sweep_summary_names_a_collapse_stop():
+    from arc_trl.launch.launchers import RunResult
+
+    assert "collapse guard stop" in RunResult("r", "new", exit_code=3).describe()
+    assert RunResult("r", "new", exit_code=1).describe().startswith("FAILED (exit 1)")
