@@ -10,12 +10,18 @@ export WANDB_MODE ?= offline
 setup:
 	@bash scripts/setup_env.sh
 
-# Main job on the embedded default: tiny local Qwen3 -> short SFT warm start on synthetic reference episodes (so it
-# writes code) -> GRPO on bundled ARC-AGI-1 tasks with colocated vLLM (CPU), sandboxed REPL episodes, a checkpoint.
+# Main job, a few minutes on 2 CPU cores: tiny local Qwen3 -> SFT warm start on synthetic reference REPL episodes
+# (the student; and the OPD teacher: the student trained longer) -> GRPO + on-policy distillation on fresh synthetic
+# tasks: sandboxed REPL episodes, rewards, checkpoints, dumped rollouts, a summary with the step-time budget.
+# The models are reused by `make demo-learning` (same folders and configs); the RL run is redone each time.
+DEMO := outputs/demo
 demo: setup
-	$(PY) scripts/build_tiny_model.py --out outputs/tiny-model
-	test -f outputs/tiny-sft/model.safetensors || $(PY) scripts/sft.py --config configs/sft-tiny-cpu.yaml
-	$(PY) scripts/train.py --config configs/tiny-cpu.yaml
+	$(PY) scripts/build_tiny_model.py --out $(DEMO)/model
+	test -f $(DEMO)/student/model.safetensors || $(PY) scripts/sft.py --config configs/demo/sft-student.yaml
+	test -f $(DEMO)/teacher/model.safetensors || $(PY) scripts/sft.py --config configs/demo/sft-teacher.yaml
+	rm -rf $(DEMO)/quick
+	$(PY) scripts/train.py --config configs/demo/grpo-opd.yaml --output_dir $(DEMO)/quick --max_steps 16 \
+		--save_strategy steps --save_steps 8 --dump_rollouts 2
 
 # The CPU learning demonstration of docs/learning.md (~14 min): SFT -> measure -> GRPO + OPD (and GRPO alone) -> measure.
 demo-learning: setup

@@ -60,7 +60,10 @@ def resolve_chat_template(tokenizer, setting: str = "auto") -> str:
         )
     tokenizer.chat_template = patched
     if not is_prefix_stable(tokenizer):
-        raise ValueError("TRL's training chat template is still not prefix-stable for REPL turns; set chat_template")
+        raise ValueError(
+            "TRL's training chat template is still not prefix-stable for REPL turns. Set chat_template: chatml, or "
+            "pass a prefix-stable .jinja file (see docs/chat_template.md)."
+        )
     return "trl-training-variant"
 
 
@@ -68,6 +71,45 @@ def _render(tokenizer, messages: list[dict], add_generation_prompt: bool, **kwar
     return tokenizer.apply_chat_template(
         messages, tokenize=False, add_generation_prompt=add_generation_prompt, **kwargs
     )
+
+
+_CONTENT = "A1"
+
+
+def end_of_turn_token(tokenizer, **template_kwargs) -> str:
+    """The token the chat template closes an assistant turn with: the special token right after the assistant's
+    content (ChatML/Qwen: `<|im_end|>`, Llama 3: `<|eot_id|>`). Falls back to the tokenizer's EOS token.
+
+    Read from the template, not from `tokenizer.eos_token`: a base model's tokenizer (Qwen3-Base) has `eos_token`
+    `<|endoftext|>` while its chat template ends turns with `<|im_end|>`."""
+    turn = [{"role": "user", "content": "U1"}, {"role": "assistant", "content": _CONTENT}]
+    try:
+        text = _render(tokenizer, turn, False, **template_kwargs)
+    except Exception:
+        return tokenizer.eos_token
+    suffix = text[text.rfind(_CONTENT) + len(_CONTENT) :]
+    ids = tokenizer(suffix, add_special_tokens=False)["input_ids"] if suffix else []
+    if ids and ids[0] in tokenizer.added_tokens_decoder:
+        return tokenizer.convert_ids_to_tokens(ids[0])
+    return tokenizer.eos_token
+
+
+def end_of_turn_id(tokenizer, stop_token_ids: list[int], **template_kwargs) -> int:
+    """Id of `end_of_turn_token`, checked to be one of the ids generation stops on (TRL's `eos_token_ids`: the
+    tokenizer's EOS plus the generation config's). Otherwise a turn would not end where the template ends it."""
+    token = end_of_turn_token(tokenizer, **template_kwargs)
+    token_id = tokenizer.convert_tokens_to_ids(token)
+    if token_id not in stop_token_ids:
+        stops = [tokenizer.convert_ids_to_tokens(i) for i in stop_token_ids]
+        raise ValueError(
+            f"The chat template ends assistant turns with {token!r} (id {token_id}), but generation stops only on "
+            f"{stops} (the tokenizer's eos_token {tokenizer.eos_token!r} plus generation_config.eos_token_id), so a "
+            f"turn would run on past its end. This is the case of base checkpoints such as Qwen3-Base. Use a copy "
+            f"of the checkpoint whose tokenizer_config.json has \"eos_token\": \"{token}\" and whose "
+            f"generation_config.json lists {token_id} in \"eos_token_id\" (as the instruct checkpoints do), or pick "
+            f"a chat_template that ends turns with the EOS token (see docs/chat_template.md)."
+        )
+    return token_id
 
 
 def _cut_after_last(text: str, marker: str) -> str:
@@ -84,7 +126,7 @@ def is_prefix_stable(tokenizer, **template_kwargs) -> bool:
     the model generates); that text must be a prefix of [system, user, assistant, user] rendered with the generation
     prompt, and the generation prompt of the first user turn must be a prefix of the assistant turn's rendering.
     """
-    eos = tokenizer.eos_token
+    eos = end_of_turn_token(tokenizer, **template_kwargs)
     base = [{"role": "system", "content": "S"}, {"role": "user", "content": "U1"}]
     turn = base + [{"role": "assistant", "content": "A1"}]
     try:
@@ -102,7 +144,7 @@ def env_turn_text(tokenizer, content: str, **template_kwargs) -> str:
     For ChatML this is "\\n<|im_start|>user\\n{content}<|im_end|>\\n<|im_start|>assistant\\n": the closing newline of
     the assistant turn, the user message and the next generation prompt. Derived from the chat template itself.
     """
-    eos = tokenizer.eos_token
+    eos = end_of_turn_token(tokenizer, **template_kwargs)
     turn = [{"role": "user", "content": "U1"}, {"role": "assistant", "content": "A1"}]
     prefix = _cut_after_last(_render(tokenizer, turn, False, **template_kwargs), eos)
     full = _render(tokenizer, turn + [{"role": "user", "content": content}], True, **template_kwargs)

@@ -7,12 +7,19 @@ below is a top-level YAML key and a `--flag` on the command line (CLI overrides 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from arc_trl.sandbox.config import SandboxConfig
+
+from arc_trl.config_types import field_type_problems
 
 AGENT_MODES = ("repl", "program")
 REWARD_MODES = ("binary", "partial", "balanced", "barc")
 TEACHER_BACKENDS = ("none", "local", "base", "server")
 TEACHER_LOSSES = ("advantage", "reverse_kl")
 PRIVILEGED_INFO = ("none", "solutions", "program")
+ROLLOUT_SCHEDULING = ("lockstep", "per_episode")
 COLLAPSE_ACTIONS = ("off", "warn", "stop", "rollback")
 
 
@@ -54,12 +61,30 @@ class ArcConfig:
         default=None, metadata={"help": "Token cap per assistant turn (default: max_completion_length)."}
     )
     # The token budget of a whole episode (model + environment tokens) is GRPOConfig.max_completion_length.
+    rollout_scheduling: str = field(
+        default="per_episode",
+        metadata={"help": "lockstep: each turn, all active episodes generate together, then all run their code; "
+                  "per_episode: each episode advances on its own against vLLM's continuous batching (falls back to "
+                  "lockstep, with a warning, for transformers generate or colocated tensor parallel > 1)."},
+    )
 
     # --- sandbox --------------------------------------------------------------------------------------------------
     sandbox_workers: int = field(default=4, metadata={"help": "Code executions run in parallel."})
-    sandbox_timeout_s: float = field(default=5.0, metadata={"help": "Wall-clock limit per code execution."})
+    sandbox_timeout_s: float = field(
+        default=5.0, metadata={"help": "CPU-time limit (seconds) per code execution: the same verdict however busy "
+                               "the machine is (docs/sandbox.md, 'Time limits')."}
+    )
+    sandbox_wall_timeout_s: float | None = field(
+        default=None, metadata={"help": "Wall-clock backstop per code execution, for code that sleeps or waits "
+                                "(None: max(4 x sandbox_timeout_s, sandbox_timeout_s + 5))."}
+    )
     sandbox_memory_mb: int = field(default=1024, metadata={"help": "Address-space limit of a sandbox process."})
     sandbox_max_output_chars: int = field(default=2000, metadata={"help": "stdout/stderr kept per execution."})
+    sandbox_disk_mb: int = field(default=16, metadata={"help": "Bytes (MB) a session's working directory may hold."})
+    sandbox_max_files: int = field(default=1000, metadata={"help": "Files a session's working directory may hold."})
+    sandbox_idle_memory_mb: int | None = field(
+        default=128, metadata={"help": "Resident MB a session may keep between runs (more: restarted, state lost)."}
+    )
 
     # --- teacher / on-policy distillation (docs/opd.md) ----------------------------------------------------------
     teacher_backend: str = field(
@@ -74,13 +99,16 @@ class ArcConfig:
     teacher_loss: str = field(
         default="advantage",
         metadata={"help": "advantage: A_t = adv_tau*A + teacher_tau*(logp_T - logp_S) through the clipped surrogate; "
-                  "reverse_kl: a direct per-token KL(student||teacher) term weighted by teacher_tau."},
+                  "reverse_kl: TRL's k3 KL term (beta) against the teacher, weighted by teacher_tau. Under TRL's "
+                  "default use_bias_correction_kl=true the two give the same gradient on-policy and differ only "
+                  "off-policy (num_iterations > 1 or steps_per_generation > gradient_accumulation_steps): "
+                  "docs/opd.md."},
     )
     teacher_privileged: str = field(
         default="none", metadata={"help": "Privileged info in the teacher's prompt: none | solutions | program."}
     )
     teacher_logprob_clip: float | None = field(
-        default=20.0, metadata={"help": "Clip |logp_T - logp_S| per token to this value (None: no clip)."}
+        default=20.0, metadata={"help": "Clip |logp_T - logp_S| per token to this value (> 0; null: no clip)."}
     )
     teacher_timeout_s: float = field(default=300.0, metadata={"help": "Per request timeout of a teacher server."})
     teacher_max_retries: int = field(default=3, metadata={"help": "Retries before a teacher server error is fatal."})
@@ -145,6 +173,11 @@ class ArcConfig:
     dump_rollouts: int = field(
         default=0, metadata={"help": "Write this many rollouts per generation step (tokens, masks, rewards) to JSONL."}
     )
+    peak_tflops: float | None = field(
+        default=None,
+        metadata={"help": "Peak FLOP/s of one device in TFLOP/s for the logged MFU (default: a table of known GPUs, "
+                  "bf16 dense: H100/H200 989, A100 312; no MFU on CPU without it)."},
+    )
     check_loss_mask: bool = field(
         default=True, metadata={"help": "Fail loudly when a batch has no trainable (model) tokens."}
     )
@@ -153,13 +186,27 @@ class ArcConfig:
     )
     use_unsloth: bool = field(default=False, metadata={"help": "Load the model with unsloth (single GPU, LoRA)."})
 
+    def sandbox_config(self) -> SandboxConfig:
+        """The `SandboxConfig` of these settings (the limits not set here keep SandboxConfig's defaults)."""
+        from arc_trl.sandbox.config import SandboxConfig
+
+        return SandboxConfig(
+            timeout_s=self.sandbox_timeout_s, wall_timeout_s=self.sandbox_wall_timeout_s,
+            memory_mb=self.sandbox_memory_mb, max_output_chars=self.sandbox_max_output_chars,
+            disk_mb=self.sandbox_disk_mb, max_files=self.sandbox_max_files, idle_memory_mb=self.sandbox_idle_memory_mb,
+        )
+
     def __post_init__(self) -> None:
+        type_problems = field_type_problems(self)  # first: the checks below assume the annotated types
+        if type_problems:
+            raise ValueError("wrong value types:\n  " + "\n  ".join(type_problems))
         checks = {
             "agent_mode": (self.agent_mode, AGENT_MODES),
             "reward_mode": (self.reward_mode, REWARD_MODES),
             "teacher_backend": (self.teacher_backend, TEACHER_BACKENDS),
             "teacher_loss": (self.teacher_loss, TEACHER_LOSSES),
             "teacher_privileged": (self.teacher_privileged, PRIVILEGED_INFO),
+            "rollout_scheduling": (self.rollout_scheduling, ROLLOUT_SCHEDULING),
         }
         for name, (value, allowed) in checks.items():
             if value not in allowed:
@@ -170,6 +217,11 @@ class ArcConfig:
             self.max_turns = 1
         if self.teacher_tau < 0 or self.adv_tau < 0:
             raise ValueError("teacher_tau and adv_tau must be >= 0")
+        if self.teacher_logprob_clip is not None and not self.teacher_logprob_clip > 0:
+            raise ValueError(
+                f"teacher_logprob_clip must be > 0 (or null: no clip), got {self.teacher_logprob_clip}: a clip of 0 "
+                "would zero every teacher log-ratio, switching the teacher term off without a word"
+            )
         if self.teacher_tau > 0 and self.teacher_backend == "none":
             raise ValueError("teacher_tau > 0 needs a teacher: set teacher_backend to local, base or server")
         if self.teacher_backend == "local" and not self.teacher_model:

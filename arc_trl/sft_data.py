@@ -23,42 +23,69 @@ class SftBuildReport:
 
 def reference_conversation(task: ArcTask, mode: str, session=None, template=None) -> list[dict] | None:
     """The full reference conversation of a synthetic task, or None when its replay does not solve the task."""
-    from arc_trl.synthetic import program_completion, repl_turns
-
-    messages = render_messages(task, mode, template=template)
     if mode == "program":
-        return messages + [{"role": "assistant", "content": program_completion(task)}]
-    turns = repl_turns(task)
-    for i, text in enumerate(turns):
-        messages.append({"role": "assistant", "content": text})
-        result = session.run_turn(text)
-        if result.submitted is not None:
+        from arc_trl.synthetic import program_completion
+
+        return render_messages(task, mode, template=template) + [
+            {"role": "assistant", "content": program_completion(task)}
+        ]
+    return _replay_repl([task], [session], template, lambda items: [s.run_turn(t) for s, t in items])[0]
+
+
+def _replay_repl(tasks: list[ArcTask], sessions: list, template, run_turns) -> list[list[dict] | None]:
+    """Replay the reference REPL turns of `tasks`, turn by turn, each turn of all still-running tasks in one
+    `run_turns([(session, text), ...])` call (the pool runs them in parallel)."""
+    from arc_trl.synthetic import repl_turns
+
+    turns = [repl_turns(task) for task in tasks]
+    conversations: list[list[dict] | None] = [render_messages(t, "repl", template=template) for t in tasks]
+    running = list(range(len(tasks)))
+    for k in range(max(len(t) for t in turns)):
+        running = [i for i in running if k < len(turns[i])]
+        results = run_turns([(sessions[i], turns[i][k]) for i in running])
+        still = []
+        for i, result in zip(running, results, strict=True):
+            conversations[i].append({"role": "assistant", "content": turns[i][k]})
+            if result.submitted is None:
+                conversations[i].append({"role": "user", "content": result.observation})
+                still.append(i)
+                continue
+            task = tasks[i]
             solved = task.test_outputs is not None and all(
                 exact_match(p, t) for p, t in zip(result.submitted, task.test_outputs, strict=True)
             )
-            return messages if solved and i == len(turns) - 1 else None
-        messages.append({"role": "user", "content": result.observation})
-    return None
+            if not (solved and k == len(turns[i]) - 1):
+                conversations[i] = None
+        running = still
+    for i in running:  # never submitted
+        conversations[i] = None
+    return conversations
 
 
-def build_sft_dataset(tasks: list[ArcTask], mode: str, pool=None, template=None):
-    """A `datasets.Dataset` with a `messages` column (for TRL's SFTTrainer, assistant-only loss) and a report."""
+def build_sft_dataset(tasks: list[ArcTask], mode: str, pool=None, template=None, chunk_size: int = 64):
+    """A `datasets.Dataset` with a `messages` column (for TRL's SFTTrainer, assistant-only loss) and a report.
+    REPL episodes are replayed `chunk_size` tasks at a time, their turns spread over the pool's workers."""
     from datasets import Dataset
 
     rows, report = [], SftBuildReport(dropped_ids=[])
-    for task in tasks:
-        session = pool.new_session(task) if mode == "repl" else None
-        try:
-            conversation = reference_conversation(task, mode, session, template)
-        finally:
-            if session is not None:
-                session.close()
-        if conversation is None:
-            report.dropped += 1
-            report.dropped_ids.append(task.id)
+    for start in range(0, len(tasks), chunk_size):
+        chunk = tasks[start : start + chunk_size]
+        if mode == "repl":
+            sessions = [pool.new_session(task) for task in chunk]
+            try:
+                conversations = _replay_repl(chunk, sessions, template, pool.map_turns)
+            finally:
+                for session in sessions:
+                    session.close()
         else:
-            report.kept += 1
-            rows.append({"messages": conversation, "task_id": task.id})
+            conversations = [reference_conversation(task, mode, template=template) for task in chunk]
+        for task, conversation in zip(chunk, conversations, strict=True):
+            if conversation is None:
+                report.dropped += 1
+                report.dropped_ids.append(task.id)
+            else:
+                report.kept += 1
+                rows.append({"messages": conversation, "task_id": task.id})
     if not rows:
         raise ValueError(f"no reference episode solved its task ({report.dropped} dropped): check the sandbox")
     return Dataset.from_list(rows), report

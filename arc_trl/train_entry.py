@@ -23,15 +23,42 @@ def parse_config(argv: list[str] | None = None) -> tuple[ArcConfig, GRPOConfig, 
         raise SystemExit(f"error: config file {config_path} does not exist")
     if config_path is not None:
         check_config_keys(config_path)
-    parser = TrlParser((ArcConfig, GRPOConfig, ModelConfig))
+    parser = _ShortErrorParser((ArcConfig, GRPOConfig, ModelConfig), config_path=config_path, argv=argv)
     try:
         arc, args, model_args = parser.parse_args_and_config(argv)
     except ValueError as exc:
+        if str(exc).startswith("Some specified arguments are not used"):  # HfArgumentParser: unknown CLI flags
+            raise SystemExit(f"error on the command line: {exc} (`--help` lists every key)") from exc
         where = f" in {config_path}" if config_path else ""
         raise SystemExit(f"error{where}: {exc}") from exc
     if model_args.model_name_or_path is None:
         raise SystemExit(f"error: model_name_or_path is not set ({config_path or 'command line'})")
+    if arc.use_unsloth:  # config-only checks, before any model or data is loaded
+        from arc_trl.unsloth_support import UnslothConfigError, check_unsloth_config
+
+        try:
+            check_unsloth_config(args, model_args)
+        except UnslothConfigError as exc:
+            raise SystemExit(f"error in {config_path or 'command line'}: {exc}") from exc
     return arc, args, model_args
+
+
+class _ShortErrorParser(TrlParser):
+    """`TrlParser` whose argparse errors are one line naming where the value came from. argparse's own `error` hook
+    (overridden here) prints the usage of every key of the three dataclasses (~230 lines) before the reason."""
+
+    def __init__(self, dataclass_types, config_path: str | None, argv: list[str]) -> None:
+        super().__init__(dataclass_types)
+        self._config_path, self._argv = config_path, argv
+
+    def error(self, message: str):
+        # "argument --num_generations: invalid int value: 'four'": a flag given on the command line, else a YAML value
+        # (YAML strings reach argparse as defaults and are converted like flags)
+        flag = message.split(":", 1)[0].removeprefix("argument ").split("/")[0].strip().replace("-", "_")
+        given = {arg.split("=")[0].replace("-", "_") for arg in self._argv if arg.startswith("--")}
+        from_yaml = self._config_path is not None and flag.startswith("__") and flag not in given
+        where = f" in {self._config_path}" if from_yaml else " on the command line" if flag.startswith("__") else ""
+        raise SystemExit(f"error{where}: {message} (`--help` lists every key)")
 
 
 def known_keys() -> set[str]:
@@ -149,12 +176,23 @@ def model_init_kwargs(model_args: ModelConfig, trust_remote_code: bool = False) 
 
 def summarise(trainer, started: float) -> dict:
     """A short run summary from the trainer's log history (also written to output_dir/run_summary.json)."""
+    from transformers.trainer_utils import get_last_checkpoint
+
+    from arc_trl.trainer.step_timing import BUCKETS
+
     history = [h for h in trainer.state.log_history if "reward" in h]
 
     def mean_of(key):
         values = [h[key] for h in history if h.get(key) is not None]
         return round(sum(values) / len(values), 4) if values else None
 
+    def window_mean(key, last):  # a few steps averaged at each end: one step's reward is noisy
+        values = [h[key] for h in history if h.get(key) is not None]
+        part = values[-window:] if last else values[:window]
+        return round(sum(part) / len(part), 4) if part else None
+
+    window = max(1, min(4, len(history) // 4))
+    rollouts = os.path.join(trainer.args.output_dir, "rollouts")
     summary = {
         "global_step": trainer.state.global_step,
         "seconds": round(time.time() - started, 1),
@@ -162,16 +200,51 @@ def summarise(trainer, started: float) -> dict:
         "first_reward": history[0]["reward"] if history else None,
         "last_reward": history[-1]["reward"] if history else None,
         "mean_reward": sum(h["reward"] for h in history) / len(history) if history else None,
+        "window_steps": window,
+        "reward_first_steps": window_mean("reward", last=False),
+        "reward_last_steps": window_mean("reward", last=True),
+        "valid_first_steps": window_mean("rewards/valid_outputs/mean", last=False),
+        "valid_last_steps": window_mean("rewards/valid_outputs/mean", last=True),
         "code_found_rate": mean_of("episode/code_found_rate"),
         "submit_rate": mean_of("episode/submit_rate"),
         "sandbox_error_rate": mean_of("sandbox/error_rate"),
         "turns_per_episode": mean_of("episode/turns"),
+        "step_time_s": {bucket: mean_of(f"time/{bucket}") for bucket in ("step", *BUCKETS)},
+        "generated_tokens_per_s": mean_of("throughput/generated_tokens_per_s"),
+        "trained_tokens_per_s": mean_of("throughput/trained_tokens_per_s"),
+        "mfu": mean_of("mfu"),
+        "checkpoint": get_last_checkpoint(trainer.args.output_dir) if os.path.isdir(trainer.args.output_dir) else None,
+        "rollouts": rollouts if os.path.isdir(rollouts) else None,
         "collapse_rollbacks": getattr(trainer, "collapse_rollbacks", 0),
         "last_log": history[-1] if history else None,
     }
     return summary
 
 
+def format_outcome(summary: dict) -> str:
+    """One line: steps, reward and valid submissions at the start and the end of the run, episode statistics."""
+    w = summary["window_steps"]
+    where = "first / last step" if w == 1 else f"mean of the first / last {w} steps"
+    line = (f"done: {summary['global_step']} steps in {summary['seconds']} s; reward {summary['reward_first_steps']} "
+            f"-> {summary['reward_last_steps']} ({where})")
+    if summary["valid_first_steps"] is not None:
+        line += f", valid submissions {summary['valid_first_steps']:.0%} -> {summary['valid_last_steps']:.0%}"
+    return (f"{line}; episodes: {summary['turns_per_episode']} turns, code in {summary['code_found_rate']}, "
+            f"SUBMIT in {summary['submit_rate']}, sandbox errors {summary['sandbox_error_rate']} of runs")
+
+
+def format_step_budget(summary: dict) -> str:
+    """One line: the mean step time and its parts, tokens/s and MFU (n/a without a known peak, e.g. on CPU)."""
+    from arc_trl.trainer.step_timing import BUCKETS
+
+    t = summary["step_time_s"]
+    if t.get("step") is None:
+        return "step time: not measured"
+    parts = " + ".join(f"{bucket} {t[bucket]:.2f}" for bucket in BUCKETS if t.get(bucket) is not None)
+    mfu = "n/a (no peak FLOP/s known for this device; set peak_tflops)" if summary["mfu"] is None else (
+        f"{100 * summary['mfu']:.2f}%")
+    return (f"mean step {t['step']:.2f} s = {parts}; {summary['generated_tokens_per_s'] or 0:.0f} tokens "
+            f"generated/s, {summary['trained_tokens_per_s'] or 0:.0f} tokens trained/s; MFU {mfu}")
 def train_with_guard(arc: ArcConfig, args: GRPOConfig, make_trainer, resume: str | None):
     """Train, with the collapse guard (docs/collapse.md) when `collapse_guard` is not off: after a collapse, `stop`
     raises `CollapseStopped` (exit status 3, reason in output_dir/collapse_guard_stop.json); `rollback` builds a new
@@ -276,7 +349,8 @@ def main(argv: list[str] | None = None) -> dict | None:
     if arc.use_unsloth:
         from arc_trl.unsloth_support import load_unsloth_model
 
-        model, tokenizer, peft_config = load_unsloth_model(model_args, args, tokenizer)
+        max_seq_length = (arc.max_prompt_tokens + args.max_completion_length) if arc.max_prompt_tokens else None
+        model, tokenizer, peft_config = load_unsloth_model(model_args, args, tokenizer, max_seq_length)
 
     def make_trainer():
         trainer = ArcGRPOTrainer(
@@ -309,10 +383,8 @@ def main(argv: list[str] | None = None) -> dict | None:
     if trainer.accelerator.is_main_process:
         with open(os.path.join(args.output_dir, "run_summary.json"), "w") as f:
             json.dump(summary, f, indent=2, default=str)
-        print(
-            f"[arc-trl] done: {summary['global_step']} steps in {summary['seconds']} s; reward "
-            f"{summary['first_reward']} -> {summary['last_reward']}; episodes: {summary['turns_per_episode']} turns, "
-            f"code in {summary['code_found_rate']}, SUBMIT in {summary['submit_rate']}, sandbox errors "
-            f"{summary['sandbox_error_rate']} of runs; model saved to {args.output_dir}"
-        )
+        print(f"[arc-trl] {format_outcome(summary)}; model saved to {args.output_dir}")
+        print(f"[arc-trl] {format_step_budget(summary)}")
+        print(f"[arc-trl] run: {args.output_dir} (run_summary.json, trainer_state.json); last checkpoint: "
+              f"{summary['checkpoint']}; rollouts: {summary['rollouts'] or 'not dumped (set dump_rollouts)'}")
     return summary

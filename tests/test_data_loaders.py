@@ -124,6 +124,17 @@ def test_single_task_file(tmp_path):
     assert load_task(tmp_path / "abc123.json", "abc123").train[0].output == [[2, 1]]
 
 
+def test_single_task_file_missing_test_names_the_file_and_the_key(tmp_path):
+    """A task file without "test" is a broken single task, not a Kaggle mapping with a task called 'train'."""
+    path = write(tmp_path / "007bbfc7.json", {"train": GOOD["train"]})
+    with pytest.raises(TaskValidationError) as err:
+        load_tasks(path)
+    assert str(err.value) == f"{path}: task '007bbfc7': missing 'test'"
+    path = write(tmp_path / "only_test.json", {"test": GOOD["test"]})
+    with pytest.raises(TaskValidationError, match=r"only_test\.json: task 'only_test': missing 'train'"):
+        load_tasks(path)
+
+
 def test_empty_folder(tmp_path):
     with pytest.raises(FileNotFoundError, match="no .json task files"):
         load_tasks(tmp_path)

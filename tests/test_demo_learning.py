@@ -39,3 +39,26 @@ def test_write_docs_replaces_only_the_results_block(tmp_path, monkeypatch):
     demo.DOCS.write_text(f"# Head\nprose\n{demo.BEGIN}\nold numbers\n{demo.END}\n## Tail\nmore prose\n")
     demo.write_docs("new numbers")
     assert demo.DOCS.read_text() == f"# Head\nprose\n{demo.BEGIN}\nnew numbers\n{demo.END}\n## Tail\nmore prose\n"
+
+
+def test_gpu_profile_reaches_the_stage_commands(tmp_path):
+    from pathlib import Path
+
+    configs = Path("configs/gpu/learning")
+    profile = demo.load_profile(configs)
+    stages = {s.name: s for s in demo.plan(tmp_path, 0, profile["heldout_tasks"], profile["n_predictions"], True,
+                                           configs, profile)}
+    assert stages["model"].command[-4:] == ["--shape", "qwen3-0.6b", "--device", "cuda"]
+    assert stages["student"].command[3] == "configs/gpu/learning/sft-student.yaml"
+    eval_cmd = stages["eval-student"].command
+    assert eval_cmd[eval_cmd.index("--backend") + 1] == "vllm"
+    assert eval_cmd[eval_cmd.index("--train-config") + 1] == "configs/gpu/learning/grpo-opd.yaml"
+    assert "families=rotate+flip+transpose+mirror_concat+upscale+color_swap" in eval_cmd[eval_cmd.index("--dataset") + 1]
+
+
+def test_unknown_profile_key_is_named(tmp_path):
+    import pytest
+
+    (tmp_path / "profile.yaml").write_text("heldout_task: 3\n")
+    with pytest.raises(SystemExit, match="heldout_task"):
+        demo.load_profile(tmp_path)

@@ -217,3 +217,72 @@ def test_real_transformers_episodes_token_by_token(memorized_model_dir, memorize
     settings = RolloutSettings(agent_mode="repl", max_turns=3, max_tokens_per_turn=400, max_completion_length=1500)
     episodes = run_episodes([memorized_task] * 4, prompts, gen, tokenizer, pool, settings)
     check_real_episodes(episodes, prompts, tokenizer, memorized_model_dir)
+
+
+class TwoEosGenerator(ScriptedGenerator):
+    """Like ScriptedGenerator, but with Qwen3's two EOS ids (`<|im_end|>`, `<|endoftext|>`): turns listed in
+    `endoftext_turns[episode]` stop on `<|endoftext|>` instead of the template's end-of-turn token."""
+
+    def __init__(self, tokenizer, turns_per_episode, endoftext_turns):
+        super().__init__(tokenizer, turns_per_episode)
+        self.endoftext = tokenizer.convert_tokens_to_ids("<|endoftext|>")
+        self.eos_token_ids = [tokenizer.eos_token_id, self.endoftext]
+        self.endoftext_turns = endoftext_turns
+
+    def generate(self, sequences, max_tokens):
+        ids, lps = super().generate(sequences, max_tokens)
+        for seq, row in zip(sequences, ids):
+            if self._turn_of(seq) in self.endoftext_turns[self._episode_of(seq)]:
+                row[-1] = self.endoftext
+        return ids, lps
+
+
+def test_turns_ending_with_the_second_eos_keep_tokens_equal_to_the_rendered_conversation(tiny_tokenizer, pool):
+    from arc_trl.chat_template import prompt_ids
+
+    tasks = [load_task("arc-agi-1/train", "6150a2bd"), load_task("arc-agi-1/train", "67a3c6ac")]
+    bad = "```python\nprint(undefined_name)\n```"
+    gen = TwoEosGenerator(tiny_tokenizer, [[INSPECT, SOLVE], [bad, INSPECT, bad]], [{0, 1}, {0, 1}])
+    gen.prompts = [tuple(prompt_ids(tiny_tokenizer, render_messages(t, "repl"))) for t in tasks]
+    settings = RolloutSettings(agent_mode="repl", max_turns=3, max_completion_length=4096)
+    prompts = [render_messages(t, "repl") for t in tasks]
+    episodes = run_episodes(tasks, prompts, gen, tiny_tokenizer, pool, settings)
+    assert [ep.finish_reason for ep in episodes] == ["submitted", "max_turns"]
+    im_end = tiny_tokenizer.eos_token_id
+    for ep, prompt in zip(episodes, prompts):
+        model_positions = {i for start, end in ep.turn_spans for i in range(start, end)}
+        assert [int(i in model_positions) for i in range(len(ep.completion_ids))] == ep.env_mask
+        # each turn followed by an environment reply ends with <|im_end|>: the <|endoftext|> the model stopped on
+        # was replaced, as an environment token (not trained on: env_mask 0, logprob 0.0)
+        for (_, end), _ in zip(ep.turn_spans, ep.observations):
+            assert ep.completion_ids[end] == im_end and ep.env_mask[end] == 0 and ep.logprobs[end] == 0.0
+        assert all(lp == (-0.5 if m else 0.0) for lp, m in zip(ep.logprobs, ep.env_mask))
+        decoded = tiny_tokenizer.decode(ep.prompt_ids + ep.completion_ids)
+        rendered = tiny_tokenizer.apply_chat_template(prompt + ep.messages(), tokenize=False).removesuffix("\n")
+        if ep.completion_ids[-1] == gen.endoftext:  # a final turn keeps the EOS it was sampled with (trained on)
+            assert ep.env_mask[-1] == 1
+            rendered = rendered.removesuffix("<|im_end|>") + "<|endoftext|>"
+        assert decoded == rendered
+    assert episodes[0].completion_ids[-1] == gen.endoftext and episodes[1].completion_ids[-1] == im_end
+
+
+def test_generation_that_does_not_stop_at_the_end_of_turn_token_fails_before_generating(tiny_tokenizer, pool):
+    task = load_task("arc-agi-1/train", "6150a2bd")
+    gen = _scripted(tiny_tokenizer, [task], [[SOLVE]])
+    gen.eos_token_ids = [tiny_tokenizer.convert_tokens_to_ids("<|endoftext|>")]  # a base model's EOS only
+    settings = RolloutSettings(agent_mode="repl", max_turns=2, max_completion_length=512)
+    with pytest.raises(ValueError, match=r"ends assistant turns with '<\|im_end\|>'.*generation stops only on"):
+        run_episodes([task], [render_messages(task, "repl")], gen, tiny_tokenizer, pool, settings)
+    assert gen.calls == 0
+
+
+def test_vllm_generator_keeps_missing_logprobs_nan():
+    import math
+    from types import SimpleNamespace as NS
+
+    from arc_trl.rollout.generators import _sampled_logprobs
+
+    sample = NS(token_ids=[5, 6, 7], logprobs=[{5: NS(logprob=-0.5)}, {}, {9: NS(logprob=-0.1), 7: NS(logprob=-2.0)}])
+    lps = _sampled_logprobs(sample)
+    assert lps[0] == -0.5 and math.isnan(lps[1]) and lps[2] == -2.0  # the sampled token's value, never 0.0
+    assert all(math.isnan(lp) for lp in _sampled_logprobs(NS(token_ids=[5, 6], logprobs=None)))

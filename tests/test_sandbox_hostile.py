@@ -12,7 +12,8 @@ import pytest
 from arc_trl.data.task import ArcTask, Pair
 from arc_trl.sandbox import SandboxConfig, SandboxPool
 
-CONFIG = SandboxConfig(timeout_s=1.0, kill_grace_s=0.5, memory_mb=512, max_output_chars=2000)
+# 1 s of CPU per run; the wall-clock backstop is set far away so that a busy test machine cannot reach it
+CONFIG = SandboxConfig(timeout_s=1.0, wall_timeout_s=30.0, kill_grace_s=0.5, memory_mb=512, max_output_chars=2000)
 TRAINER_SECRET = "ARC_TRL_TEST_SECRET_TOKEN"
 
 
@@ -136,38 +137,34 @@ def test_infinite_loop_soft_timeout_keeps_state(session, pool):
     session.run("kept = 'yes'")
     start = time.perf_counter()
     r = session.run("while True:\n    pass")
-    assert 1.0 <= time.perf_counter() - start < 1.5
-    assert (r.status, r.error_kind, r.restarted) == ("timeout", "wall_time", False)
-    assert "TimeLimitExceeded: execution exceeded the time limit of 1 s (wall clock)" in r.stderr
+    assert time.perf_counter() - start >= 1.0  # 1 s of CPU time (more wall time when the machine is busy)
+    assert (r.status, r.error_kind, r.restarted) == ("timeout", "cpu_time", False)
+    assert "TimeLimitExceeded: execution exceeded the CPU time limit of 1 s" in r.stderr
     assert session.run("print(kept)").stdout == "yes\n"
     assert_serving(session, pool)
 
 
 def test_cpu_time_limit():
     with SandboxPool(1, SandboxConfig(timeout_s=3.0, cpu_time_s=0.3)) as p, p.new_session(task()) as s:
-        start = time.perf_counter()
         r = s.run("import signal\nsignal.setitimer(signal.ITIMER_REAL, 0)\nwhile True:\n    pass")
-        assert time.perf_counter() - start < 1.0
         assert (r.status, r.error_kind, r.restarted) == ("timeout", "cpu_time", False)
         assert "CPU time limit of 0.3 s" in r.stderr
         assert s.run("import time\ntime.sleep(0.5)\nprint('sleeping uses no CPU')").stdout == "sleeping uses no CPU\n"
 
 
 def test_sleep_and_swallowed_timeouts_are_stopped(session):
-    r = session.run("import time\ntime.sleep(100)")
-    assert (r.status, r.error_kind) == ("timeout", "wall_time")
-    start = time.perf_counter()
+    with SandboxPool(1, SandboxConfig(timeout_s=1.0, wall_timeout_s=1.0)) as p, p.new_session(task()) as s:
+        r = s.run("import time\ntime.sleep(100)")  # no CPU used: the wall-clock backstop stops it
+        assert (r.status, r.error_kind) == ("timeout", "wall_time") and "wall-clock limit of 1 s" in r.stderr
     r = session.run("while True:\n    try:\n        while True:\n            pass\n    except BaseException:\n        pass")
-    assert r.status == "timeout" and time.perf_counter() - start < 2.0
+    assert (r.status, r.error_kind) == ("timeout", "hard_timeout") and "CPU time limit of 1 s" in r.note
 
 
 def test_c_level_loop_is_hard_killed_and_restarted(session, pool):
     session.run("lost = 1")
-    start = time.perf_counter()
-    r = session.run("sum(range(10 ** 13))")
-    assert time.perf_counter() - start < 2.5
+    r = session.run("sum(range(10 ** 13))")  # killed by the trainer once its CPU time passes 1 s + 0.5 s grace
     assert (r.status, r.error_kind, r.restarted) == ("timeout", "hard_timeout", True)
-    assert "had to be killed" in r.note and "state was lost" in r.note
+    assert "CPU time limit of 1 s and the interpreter had to be killed" in r.note and "state was lost" in r.note
     r = session.run("print('lost' in globals(), len(train_inputs))")
     assert r.stdout == "False 1\n"
     assert_serving(session, pool)

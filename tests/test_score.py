@@ -6,6 +6,7 @@ import json
 import os
 import subprocess
 import sys
+import tracemalloc
 from pathlib import Path
 
 import pytest
@@ -192,3 +193,42 @@ def test_bundled_dataset_if_available(tmp_path):
     rows = [json.loads(line) for line in (tmp_path / "out" / "per_attempt.jsonl").read_text().splitlines()]
     assert rows[0]["passed"] is True and rows[1]["status"] == "refused" and rows[1]["passed"] is False
     assert os.path.exists(tmp_path / "out" / "metrics.json")
+
+
+def test_a_torn_last_line_is_reported_and_the_complete_lines_scored(dataset, tmp_path, capsys):
+    """A run killed mid-write leaves a last line without its newline: the other lines are scored, the torn one is
+    named, and only --strict turns it into a failing exit code (after scoring)."""
+    complete = [json.dumps({"task_id": "taskA", "completion": CORRECT}),
+                json.dumps({"task_id": "taskA", "completion": WRONG})]
+    torn = json.dumps({"task_id": "taskB", "completion": PROGRAM_B}, ensure_ascii=False).encode()
+    path = tmp_path / "c.jsonl"
+    for cut in (torn[:30], "é".encode() + torn[:1]):  # cut inside the JSON, or inside a UTF-8 character
+        path.write_bytes(("\n".join(complete) + "\n").encode() + cut)
+        assert run_main(dataset, path, tmp_path / "out") == 0
+        assert f"{path}:3: the last line is incomplete" in capsys.readouterr().err
+        metrics = json.loads((tmp_path / "out" / "metrics.json").read_text())
+        assert (metrics["n_attempts"], metrics["pass_rate"], metrics["torn_last_line"]) == (2, 0.5, 3)
+    assert run_main(dataset, path, tmp_path / "strict", "--strict") == 1
+    assert "exit code 1 (--strict)" in capsys.readouterr().err
+    assert json.loads((tmp_path / "strict" / "metrics.json").read_text())["n_attempts"] == 2
+    path.write_text("\n".join(complete))  # a complete last line without a final newline is an attempt like any other
+    assert run_main(dataset, path, tmp_path / "whole", "--strict") == 0
+    metrics = json.loads((tmp_path / "whole" / "metrics.json").read_text())
+    assert (metrics["n_attempts"], metrics["torn_last_line"]) == (2, None)
+
+
+def test_score_streams_the_completions_file(dataset, tmp_path):
+    """30 completions of 1 MB each: the scorer holds a few of them at a time, never the 30 MB file."""
+    run_main(dataset, write_jsonl(tmp_path / "warm.jsonl", [{"task_id": "taskA", "completion": NO_CODE}]),
+             tmp_path / "warm")  # imports everything the command uses, outside the measurement
+    prose = "word " * 200_000
+    path = write_jsonl(tmp_path / "c.jsonl", [{"task_id": "taskA", "completion": f"{prose}{i}"} for i in range(30)])
+    tracemalloc.start()
+    try:
+        assert run_main(dataset, path, tmp_path / "out") == 0
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    metrics = json.loads((tmp_path / "out" / "metrics.json").read_text())
+    assert metrics["n_attempts"] == 30 and metrics["status_counts"] == {"no_code": 30}
+    assert peak < 15 * 2 ** 20, f"peak {peak / 2 ** 20:.0f} MB of Python allocations for a 30 MB file"

@@ -38,12 +38,48 @@ def _reference_sequences(model_dir, task):
     return [prompt + completion, prompt + other, prompt[:50] + completion], [len(prompt), len(prompt), 50], tokenizer
 
 
-def test_server_teacher_fails_clearly_when_unreachable():
-    port = _free_port()
-    start = time.time()
-    with pytest.raises(TeacherUnavailableError, match=f"127.0.0.1:{port} is not reachable"):
-        ServerTeacher(f"http://127.0.0.1:{port}", connect_timeout_s=1.0)
-    assert time.time() - start < 30
+@pytest.mark.parametrize("server", ["refused", "silent"])
+def test_server_teacher_honours_teacher_timeout_at_first_connection(server):
+    """teacher_timeout_s bounds the first connection too (it was a fixed 60 s wait, and forever for a server that
+    accepts connections but never answers): nothing listening, or a socket that never replies."""
+    import trl.generation.vllm_client  # noqa: F401  (imports vLLM: slow, and not part of the wait measured here)
+
+    with socket.socket() as listener:
+        listener.bind(("127.0.0.1", 0))
+        port = listener.getsockname()[1]
+        if server == "silent":
+            listener.listen(8)  # the kernel accepts connections; nobody ever reads or answers
+        else:
+            listener.close()
+        url = f"http://127.0.0.1:{port}"
+        start = time.monotonic()
+        with pytest.raises(TeacherUnavailableError, match=f"teacher server at {url} is not reachable within "
+                                                          "teacher_timeout_s=2 s") as err:
+            ServerTeacher(url, timeout_s=2.0, max_retries=0)
+        assert time.monotonic() - start < 2.0 + 2.0
+        if server == "refused":
+            assert "/health: [Errno 111] Connection refused" in str(err.value)
+
+
+def _lora_trainer(model_dir, out, temperature: float = 1.0, **arc_overrides):
+    """A LoRA (fresh adapter) ArcGRPOTrainer on the tiny task set, with the frozen base model as teacher."""
+    from peft import LoraConfig
+    from trl import GRPOConfig, ModelConfig
+
+    from arc_trl.config import ArcConfig
+    from arc_trl.data import build_dataset, load_tasks
+    from arc_trl.train_entry import load_tokenizer
+    from arc_trl.trainer import ArcGRPOTrainer
+
+    arc = ArcConfig(max_turns=1, max_tokens_per_turn=16, sandbox_workers=1, teacher_backend="base", teacher_tau=1.0,
+                    **arc_overrides)
+    args = GRPOConfig(output_dir=str(out), per_device_train_batch_size=4, num_generations=2, max_completion_length=16,
+                      max_steps=1, use_cpu=True, bf16=False, report_to=[], beta=0.0, temperature=temperature)
+    tokenizer, _ = load_tokenizer(ModelConfig(model_name_or_path=str(model_dir)), arc)
+    dataset = build_dataset(load_tasks("arc-agi-1/train", ids=["6150a2bd", "67a3c6ac"]), "repl", tokenizer=tokenizer)
+    lora = LoraConfig(r=4, lora_alpha=8, target_modules=["q_proj", "v_proj"], task_type="CAUSAL_LM")
+    return ArcGRPOTrainer(str(model_dir), args, arc, train_dataset=dataset, processing_class=tokenizer,
+                          peft_config=lora)
 
 
 @pytest.mark.vllm
@@ -79,6 +115,23 @@ def test_vllm_teacher_server_logprobs_equal_a_transformers_forward(memorized_mod
             assert max(abs(a - b) for a, b in zip(got, want)) < 2e-3
         # the memorised model is confident on its own code and not on noise
         assert sum(served[0]) / len(served[0]) > sum(served[1]) / len(served[1]) + 2
+        # At a sampling temperature other than 1 every backend, as the trainer builds it, still gives the teacher's
+        # own (temperature-1) log-probs, the only ones vLLM's prompt log-probs offer (docs/opd.md, "Temperature").
+        trainer = _lora_trainer(memorized_model_dir, tmp_path / "t05", temperature=0.5,
+                                teacher_model=str(memorized_model_dir), teacher_server_url=f"http://127.0.0.1:{port}")
+        try:
+            assert trainer.temperature == 0.5
+            student = trainer._get_per_token_logps_and_entropies(  # the student's log-probs are TRL's: tempered
+                trainer.model, torch.tensor([sequences[0]]), torch.ones(1, len(sequences[0]), dtype=torch.long),
+                len(sequences[0]) - prompt_lengths[0])[0][0].tolist()
+            assert max(abs(a - b) for a, b in zip(student, served[0])) > 0.1
+            for backend in ("base", "local", "server"):
+                trainer.arc_config.teacher_backend = backend
+                scored = trainer._build_teacher().score(sequences, prompt_lengths)
+                for got, want in zip(scored, served):
+                    assert max(abs(a - b) for a, b in zip(got, want)) < 2e-3, backend
+        finally:
+            trainer.close()
     finally:
         os.killpg(server.pid, 15)
         server.wait(timeout=60)
@@ -205,28 +258,52 @@ def test_base_model_teacher_needs_lora(tiny_model_dir, tmp_path):
 def test_base_model_teacher_with_lora_is_the_frozen_base(tiny_model_dir, tmp_path):
     """teacher_backend=base: the LoRA student's own base model (adapter disabled) is the teacher, so with a fresh
     (zero-initialised) adapter the teacher and student log-probs coincide and teacher_kl is 0."""
-    from peft import LoraConfig
-    from trl import GRPOConfig, ModelConfig
-
-    from arc_trl.config import ArcConfig
-    from arc_trl.data import build_dataset, load_tasks
     from arc_trl.teacher import BaseModelTeacher
-    from arc_trl.train_entry import load_tokenizer
-    from arc_trl.trainer import ArcGRPOTrainer
 
-    arc = ArcConfig(max_turns=1, max_tokens_per_turn=16, sandbox_workers=1, teacher_backend="base", teacher_tau=1.0)
-    args = GRPOConfig(output_dir=str(tmp_path / "lora"), per_device_train_batch_size=4, num_generations=2,
-                      max_completion_length=16, max_steps=1, use_cpu=True, bf16=False, report_to=[], beta=0.0)
-    tokenizer, _ = load_tokenizer(ModelConfig(model_name_or_path=str(tiny_model_dir)), arc)
-    dataset = build_dataset(load_tasks("arc-agi-1/train", ids=["6150a2bd", "67a3c6ac"]), "repl", tokenizer=tokenizer)
-    lora = LoraConfig(r=4, lora_alpha=8, target_modules=["q_proj", "v_proj"], task_type="CAUSAL_LM")
-    trainer = ArcGRPOTrainer(str(tiny_model_dir), args, arc, train_dataset=dataset, processing_class=tokenizer,
-                             peft_config=lora)
+    trainer = _lora_trainer(tiny_model_dir, tmp_path / "lora")
+    dataset = trainer.train_dataset
     try:
         assert isinstance(trainer.teacher, BaseModelTeacher)
         trainer.model.train()
         trainer._generate_and_score_completions([dataset[i] for i in (0, 0, 1, 1)])
         assert abs(trainer._metrics["train"]["teacher_kl"][-1]) < 1e-4
         assert trainer._metrics["train"]["teacher_missing_frac"][-1] == 0.0
+    finally:
+        trainer.close()
+
+
+def test_reverse_kl_gradient_equals_the_advantage_formulation_on_policy_only(tiny_model_dir, memorized_model_dir,
+                                                                              tmp_path):
+    """docs/opd.md: under TRL's default use_bias_correction_kl the reverse_kl term tau * r * k3(T, log pi) has the
+    gradient tau * r * (log pi - T), so on-policy (r = 1) it equals the advantage formulation's -tau * (T - s); with
+    r != 1 (a stale sampling policy) the two differ."""
+    from arc_trl.opd import opd_advantages
+    from test_trainer import _trainer
+
+    tau = 0.5
+    trainer = _trainer(tiny_model_dir, tmp_path, teacher_backend="local", teacher_model=str(memorized_model_dir),
+                       teacher_tau=tau, teacher_loss="reverse_kl")
+    try:
+        assert trainer.args.use_bias_correction_kl  # TRL 1.16's default
+        trainer.model.train()
+        trainer.current_gradient_accumulation_steps = 1
+        kl_batch = trainer._generate_and_score_completions([trainer.train_dataset[i] for i in (0, 0, 1, 1)])
+        student = trainer._student_logps(kl_batch)
+        mask = trainer._loss_mask(kl_batch)
+        advantages = opd_advantages(kl_batch["advantages"], kl_batch["ref_per_token_logps"], student, mask, 1.0, tau)
+        adv_batch = {k: v for k, v in kl_batch.items() if k != "ref_per_token_logps"} | {"advantages": advantages}
+
+        def gradient(batch, kl_coef):
+            trainer.model.zero_grad()
+            trainer._teacher_kl_coef = kl_coef  # reverse_kl: TRL's beta term; advantage: none
+            trainer.compute_loss(trainer.model, batch).backward()
+            return torch.cat([p.grad.flatten() for p in trainer.model.parameters() if p.grad is not None])
+
+        g_kl, g_adv = gradient(kl_batch, tau), gradient(adv_batch, 0.0)
+        assert g_kl.norm() > 1e-3 and torch.allclose(g_kl, g_adv, rtol=1e-4, atol=1e-7), (g_kl - g_adv).norm()
+        stale = student + 0.3 * torch.randn(student.shape, generator=torch.Generator().manual_seed(0))
+        g_kl, g_adv = gradient(kl_batch | {"old_per_token_logps": stale}, tau), gradient(
+            adv_batch | {"old_per_token_logps": stale}, 0.0)
+        assert (g_kl - g_adv).norm() > 0.05 * g_adv.norm()
     finally:
         trainer.close()

@@ -31,6 +31,28 @@ def test_check_config_prints_resolved_values_without_training(tiny_model_dir, tm
     assert not (tmp_path / "run").exists()
 
 
+def test_make_demo_runs_grpo_opd_with_checkpoints_and_rollouts(capsys):
+    """`make demo`'s training command (read from the Makefile) is a valid config: OPD on, checkpoints, rollouts."""
+    import shlex
+
+    root = Path(CONFIG).parents[1]
+    makefile = (root / "Makefile").read_text()
+    recipe = makefile[makefile.index("\ndemo:") : makefile.index("\n\n", makefile.index("\ndemo:"))]
+    command = recipe.split("scripts/train.py", 1)[1].replace("\\\n", " ").replace("$(DEMO)", "outputs/demo")
+    cwd = os.getcwd()
+    os.chdir(root)  # the Makefile's paths are relative to the repository root
+    try:
+        assert main([*shlex.split(command), "--check_config", "true"]) is None
+    finally:
+        os.chdir(cwd)
+    out = capsys.readouterr().out
+    resolved = json.loads(out[out.index("{") :])
+    arc, grpo = resolved["arc"], resolved["grpo"]
+    assert arc["dataset"].startswith("synthetic:") and arc["teacher_backend"] == "local" and arc["teacher_tau"] > 0
+    assert arc["dump_rollouts"] == 2 and grpo["max_steps"] == 16 and grpo["save_steps"] == 8
+    assert grpo["save_strategy"] == "steps" and grpo["output_dir"] == "outputs/demo/quick"
+
+
 def test_config_errors_name_the_file_and_key(tiny_model_dir, tmp_path):
     bad = tmp_path / "bad.yaml"
     bad.write_text(f"model_name_or_path: {tiny_model_dir}\nnum_generatoins: 4\n")
@@ -66,6 +88,27 @@ def test_lora_checkpoint_resume_continues_step_count_and_wandb_offline(tiny_mode
                 "sandbox/error_rate", "sandbox/timeout_rate", "episode/env_token_frac", "entropy",
                 "rewards/arc_reward_barc/mean", "rewards/pixel_score/mean"):
         assert key in metrics, key
+    _check_step_budget([h for h in state["log_history"] if "reward" in h], generation_batch=4)
+    assert summary["step_time_s"]["step"] > 0 and summary["checkpoint"].endswith("checkpoint-4")
+
+
+def _check_step_budget(logs, generation_batch, vllm=False):
+    """Each step's time/* parts are >= 0 and add up to time/step; tokens/s agree with the token counts."""
+    from arc_trl.trainer.step_timing import BUCKETS
+
+    for h in logs:
+        parts = [h[f"time/{bucket}"] for bucket in BUCKETS]
+        assert min(parts) >= 0 and h["time/step"] > 0, h
+        assert sum(parts) == pytest.approx(h["time/step"], rel=1e-6, abs=1e-6)
+        assert h["time/generate"] > 0 and h["time/sandbox"] > 0 and h["time/train"] > 0 and h["time/teacher"] == 0
+        assert (h["time/weight_sync"] > 0) if vllm and h["step"] == 1 else True
+        assert (h["time/weight_sync"] == 0) if not vllm else True
+        # model tokens generated = TRL's own count (mean completion length over the model tokens x batch)
+        assert h["tokens/generated"] == pytest.approx(h["completions/mean_length"] * generation_batch)
+        assert h["throughput/generated_tokens_per_s"] == pytest.approx(h["tokens/generated"] / h["time/generate"])
+        assert h["throughput/trained_tokens_per_s"] == pytest.approx(h["tokens/trained"] / h["time/train"])
+        assert h["tokens/trained"] > h["tokens/generated"]  # prompts and environment tokens are attended too
+        assert "mfu" not in h  # CPU, no peak_tflops
 
 
 def test_empty_loss_mask_fails_loudly(tiny_model_dir, tmp_path):
@@ -154,6 +197,9 @@ def test_tiny_cpu_config_end_to_end_with_colocated_vllm(memorized_model_dir, mem
         "--per_device_train_batch_size", "4", "--learning_rate", "1e-5",
         "--max_tokens_per_turn", "400", "--max_completion_length", "1200", "--max_turns", "3",
         "--vllm_max_model_length", "2560", "--max_prompt_tokens", "1600",
+        # a narrow IS band, so that TRL's correction masks some tokens and sampling/masked_frac has something to count
+        "--vllm_importance_sampling_mode", "token_mask", "--vllm_importance_sampling_clip_min", "0.999",
+        "--vllm_importance_sampling_clip_max", "1.001",
     ])
     assert summary["global_step"] == 2 and (out / "checkpoint-2" / "model.safetensors").exists()
     state = json.loads((out / "checkpoint-2" / "trainer_state.json").read_text())
@@ -162,10 +208,16 @@ def test_tiny_cpu_config_end_to_end_with_colocated_vllm(memorized_model_dir, mem
     assert max(h["reward_max"] for h in logs) > 1.0  # some attempt produced valid outputs (barc ladder)
     assert max(h["episode/submit_rate"] for h in logs) > 0
     assert all(h["sampling/sampling_logp_difference/mean"] < 0.05 for h in logs)  # vLLM agrees with the trainer
+    _check_step_budget(logs, generation_batch=4, vllm=True)
+    for h in logs:
+        assert 0 < h["sampling/masked_frac"] < 1 and h["sampling/clipped_frac"] == 0  # mask mode: nothing clipped
+        assert h["sampling/masked_episode_frac"] >= h["sampling/masked_frac"]
+        # TRL's own ratios: some model token has weight 0 exactly when we count a masked one
+        assert h["sampling/importance_sampling_ratio/min"] == 0
 
 
 def test_unsloth_without_gpu_or_package_fails_clearly(tiny_model_dir, tmp_path):
     from arc_trl.unsloth_support import UnslothUnavailableError
 
     with pytest.raises(UnslothUnavailableError, match="needs a CUDA GPU|not installed"):
-        main(_argv(tiny_model_dir, tmp_path / "run", "--use_unsloth", "true", "--max_steps", "1"))
+        main(_argv(tiny_model_dir, tmp_path / "run", "--use_unsloth", "true", "--use_peft", "true", "--max_steps", "1"))

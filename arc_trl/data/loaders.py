@@ -235,7 +235,10 @@ def _read_json(path: Path) -> Any:
 
 
 def _looks_like_single_task(data: Any) -> bool:
-    return isinstance(data, dict) and isinstance(data.get("train"), list) and "test" in data
+    """A task object, possibly broken (e.g. without "test"): a "train" or "test" list at the top level. The values of
+    a Kaggle mapping are task objects, never lists, so a bad single task is reported as such (naming what is missing),
+    not as a mapping whose "train" entry is a bad task."""
+    return isinstance(data, dict) and any(isinstance(data.get(key), list) for key in ("train", "test"))
 
 
 def _sibling_solutions(challenges_path: Path) -> Path:

@@ -56,6 +56,9 @@ def is_valid_grid(grid: Any) -> bool:
 
 def normalize_grid(grid: Any) -> Grid:
     """Convert a numpy array / nested sequence of ints to a plain `Grid`. Raises ValueError when not a valid grid."""
+    plain = _copy_if_plain(grid)
+    if plain is not None:
+        return plain
     if hasattr(grid, "tolist"):
         grid = grid.tolist()
     if isinstance(grid, tuple):
@@ -67,6 +70,24 @@ def normalize_grid(grid: Any) -> Grid:
     if problem:
         raise ValueError(problem)
     return grid
+
+
+def _copy_if_plain(grid: Any) -> Grid | None:
+    """A copy of `grid` when it already is a valid plain grid (lists of Python ints 0..9), else None. The fast path of
+    `normalize_grid`: each row is checked by C loops (types, min, max), not cell by cell in Python."""
+    if type(grid) is not list or not 0 < len(grid) <= MAX_SIDE or type(grid[0]) is not list:
+        return None
+    width = len(grid[0])
+    if not 0 < width <= MAX_SIDE:
+        return None
+    for row in grid:
+        if type(row) is not list or len(row) != width or set(map(type, row)) != _INT_ONLY or min(row) < 0 \
+                or max(row) >= NUM_COLORS:
+            return None
+    return [row[:] for row in grid]
+
+
+_INT_ONLY = {int}
 
 
 def _is_integral(value: Any) -> bool:

@@ -137,7 +137,7 @@ class ArcEvalCallback(TrainerCallback):
             out.append({
                 "task": t, "attempt": attempt, "passed": row["passed"], "valid_outputs": row["valid_outputs"],
                 "submitted": bool(ep.outcome.submitted), "code_found": bool(ep.outcome.code_found),
-                "truncated": ep.finish_reason == "truncated", "turns": len(ep.assistant_texts),
+                "truncated": ep.truncated, "turns": len(ep.assistant_texts),
                 "model_tokens": ep.num_model_tokens,
                 "reward": compute_reward(arc.reward_mode, ep.outcome, task, arc.agent_mode) if known else None,
                 "record": {"task_id": task.id, "attempt": attempt, "completion": completion_text(ep),

@@ -214,7 +214,8 @@ def generate(plan: Plan) -> dict[str, Any]:
     }
     plan.sampling["runs"].append(run)
     write_json(plan.output_dir / SAMPLING_FILE, plan.sampling)
-    rollout = RolloutSettings(args.agent_mode, args.max_turns, args.max_tokens_per_turn, args.max_completion_length)
+    rollout = RolloutSettings(args.agent_mode, args.max_turns, args.max_tokens_per_turn, args.max_completion_length,
+                              scheduling=args.rollout_scheduling)
     with contextlib.ExitStack() as stack:
         generator = build_generator(args, tokenizer, eos_token_ids(args.model, tokenizer), max_model_len, stack)
         pool = stack.enter_context(SandboxPool(num_workers=args.workers, config=plan.sandbox_config))
@@ -284,6 +285,9 @@ def add_generate_arguments(parser: argparse.ArgumentParser) -> argparse.Argument
     p("--max-completion-length", type=int, default=None,
       help="token budget of an episode, model + environment tokens (default 1024)")
     p("--max-prompt-tokens", type=int, default=None, help="skip tasks whose prompt is longer than this")
+    p("--rollout-scheduling", choices=("lockstep", "per_episode"), default=None,
+      help="per_episode (default): each episode advances on its own (vLLM backend; transformers falls back to "
+           "lockstep), or lockstep: each turn, all episodes of a batch generate together")
     p("--temperature", type=float, default=None, help="sampling temperature (default 1.0; 0 = greedy)")
     p("--top-p", type=float, default=None, help="default 1.0")
     p("--top-k", type=int, default=None, help="default 0 (off)")
@@ -300,7 +304,7 @@ def add_generate_arguments(parser: argparse.ArgumentParser) -> argparse.Argument
     p("--task-ids", nargs="+", default=None, help="only these task ids")
     p("--seed", type=int, default=0, help="sampling seed, also of the augmentations (default 0)")
     p("--workers", type=int, default=min(4, os.cpu_count() or 1), help="sandbox processes (default min(4, CPUs))")
-    p("--timeout-s", type=float, default=None, help="wall-clock limit per code run (default 5)")
+    p("--timeout-s", type=float, default=None, help="CPU-time limit per code run (default 5)")
     p("--memory-mb", type=int, default=None, help="address-space limit of a sandbox process (default 1024)")
     p("--max-output-chars", type=int, default=None, help="stdout/stderr kept per code run (default 2000)")
     p("--dtype", default=None, help="model dtype: auto (default), float32, bfloat16, ...")

@@ -26,8 +26,13 @@ to the original orientation and colours) / the number of attempts; `is_correct` 
 need the solutions use only the tasks whose solutions are known (null when none are); `train_*` are null when no
 attempt produced train predictions. Tasks of the dataset without any attempt are not scored (`n_missing_tasks`).
 
+The completions file is streamed, never held in memory: a first pass checks every line and keeps only its task id
+(and augmentation); the second reads each completion as its attempt is replayed (a few per worker in flight). A
+last line torn by a run killed mid-write (no final newline, not valid JSON) is reported and skipped.
+
 Outputs: `DIR/metrics.json` and `DIR/per_attempt.jsonl` (one line per attempt, in input order; keys in
-`PER_ATTEMPT_KEYS`). The exit code is 0 whatever the attempts did; 2 for bad arguments or unreadable inputs.
+`PER_ATTEMPT_KEYS`). The exit code is 0 whatever the attempts did (1 with `--strict` when the last line was torn);
+2 for bad arguments or unreadable inputs.
 """
 
 from __future__ import annotations
@@ -38,9 +43,9 @@ import os
 import sys
 import time
 from collections import Counter, defaultdict
-from collections.abc import Sequence
-from concurrent.futures import ThreadPoolExecutor, as_completed
-from dataclasses import dataclass
+from collections.abc import Iterable, Iterator, Sequence
+from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
+from dataclasses import dataclass, field
 from pathlib import Path
 from statistics import fmean
 from typing import Any
@@ -71,46 +76,112 @@ class ScoreInputError(ValueError):
 class Attempt:
     line: int  # 1-based line number in the completions file
     task_id: str  # as written in the file
-    completion: str
+    completion: str | None  # None when it is streamed from the file at replay time
     original_id: str
     augmentation: Augmentation
     index: int = 0  # attempt number within its original task
+
+
+@dataclass
+class CompletionsScan:
+    """What the first pass over a completions file found: every record without its `completion` text."""
+
+    path: Path
+    records: list[dict[str, Any]] = field(default_factory=list)  # the small fields of each line, plus `line`
+    torn_line: int | None = None  # the number of a last line cut short by a crash (skipped), if any
 
 
 # --------------------------------------------------------------------------------------------------------------------
 # reading inputs
 
 
-def read_completions(path: str | Path) -> list[dict[str, Any]]:
-    """The records of a completions JSONL file, each with its `line` number. Raises ScoreInputError."""
-    path = Path(path)
+def _file_lines(path: Path) -> Iterator[tuple[int, bytes]]:
+    """(1-based number, raw bytes with the newline) of each line of `path`, read one at a time."""
     try:
-        text = path.read_text(encoding="utf-8")
-    except (OSError, UnicodeDecodeError) as e:
+        with open(path, "rb") as f:
+            yield from enumerate(f, start=1)
+    except OSError as e:
         raise ScoreInputError(f"{path}: cannot read the completions file ({e})") from None
-    records = []
-    for n, raw in enumerate(text.splitlines(), start=1):
-        if not raw.strip():
-            continue
-        try:
-            record = json.loads(raw)
-        except json.JSONDecodeError as e:
-            raise ScoreInputError(f"{path}:{n}: invalid JSON ({e.msg})") from None
-        if not isinstance(record, dict):
-            raise ScoreInputError(f"{path}:{n}: expected a JSON object, got {type(record).__name__}")
-        task_id = record.get("task_id")
-        if not isinstance(task_id, str) or not task_id:
-            raise ScoreInputError(f"{path}:{n}: 'task_id' must be a non-empty string, got {task_id!r}")
-        if not isinstance(record.get("completion"), str):
-            found = type(record["completion"]).__name__ if "completion" in record else "nothing"
-            raise ScoreInputError(f"{path}:{n}: 'completion' must be a string (the assistant text), got {found}")
-        augmentation = record.get("augmentation")
-        if augmentation is not None and not isinstance(augmentation, str):
-            raise ScoreInputError(f"{path}:{n}: 'augmentation' must be a string, got {augmentation!r}")
-        records.append({**record, "line": n})
-    if not records:
-        raise ScoreInputError(f"{path}: no completions (the file is empty)")
-    return records
+
+
+def _parse_line(path: Path, n: int, raw: bytes) -> dict[str, Any] | None:
+    """The validated record of one line (None for a blank line). Raises ScoreInputError naming the line."""
+    if not raw.strip():
+        return None
+    try:
+        record = json.loads(raw.decode("utf-8"))
+    except UnicodeDecodeError as e:
+        raise ScoreInputError(f"{path}:{n}: cannot read the completions file ({e})") from None
+    except json.JSONDecodeError as e:
+        raise ScoreInputError(f"{path}:{n}: invalid JSON ({e.msg})") from None
+    if not isinstance(record, dict):
+        raise ScoreInputError(f"{path}:{n}: expected a JSON object, got {type(record).__name__}")
+    task_id = record.get("task_id")
+    if not isinstance(task_id, str) or not task_id:
+        raise ScoreInputError(f"{path}:{n}: 'task_id' must be a non-empty string, got {task_id!r}")
+    if not isinstance(record.get("completion"), str):
+        found = type(record["completion"]).__name__ if "completion" in record else "nothing"
+        raise ScoreInputError(f"{path}:{n}: 'completion' must be a string (the assistant text), got {found}")
+    augmentation = record.get("augmentation")
+    if augmentation is not None and not isinstance(augmentation, str):
+        raise ScoreInputError(f"{path}:{n}: 'augmentation' must be a string, got {augmentation!r}")
+    record["line"] = n
+    return record
+
+
+def _is_json(raw: bytes) -> bool:
+    try:
+        json.loads(raw.decode("utf-8"))
+        return True
+    except ValueError:  # UnicodeDecodeError and JSONDecodeError included
+        return False
+
+
+def scan_completions(path: str | Path) -> CompletionsScan:
+    """Check every line of a completions JSONL file, one line in memory at a time; keep each record without its
+    completion text. A last line without a final newline that does not parse is a write cut short (a run killed
+    mid-write): it is reported on stderr and skipped. Raises ScoreInputError for anything else."""
+    scan = CompletionsScan(Path(path))
+    for n, raw in _file_lines(scan.path):
+        if not raw.endswith(b"\n") and raw.strip() and not _is_json(raw):  # only the last line lacks a newline
+            scan.torn_line = n
+            print(f"warning: {scan.path}:{n}: the last line is incomplete (the run that wrote it was probably "
+                  f"killed mid-write); it is not scored", file=sys.stderr)
+            break
+        record = _parse_line(scan.path, n, raw)
+        if record is not None:
+            del record["completion"]
+            scan.records.append(record)
+    if not scan.records:
+        what = f"only a torn line {scan.torn_line}" if scan.torn_line else "the file is empty"
+        raise ScoreInputError(f"{scan.path}: no completions ({what})")
+    return scan
+
+
+def stream_completions(path: str | Path, lines: Iterable[int]) -> Iterator[str]:
+    """The completion texts of the given lines (ascending), read from `path` one line at a time."""
+    path = Path(path)
+    wanted = iter(lines)
+    target = next(wanted, None)
+    for n, raw in _file_lines(path):
+        if target is None:
+            return
+        if n == target:
+            record = _parse_line(path, n, raw)
+            if record is None:
+                raise ScoreInputError(f"{path}:{n}: the file changed while it was being scored")
+            yield record["completion"]
+            target = next(wanted, None)
+    if target is not None:
+        raise ScoreInputError(f"{path}:{target}: the file changed while it was being scored (line gone)")
+
+
+def read_completions(path: str | Path) -> list[dict[str, Any]]:
+    """The records of a completions JSONL file, completions included, each with its `line` number (a torn last
+    line is skipped with a warning). Raises ScoreInputError. `evaluate.py score` streams instead."""
+    scan = scan_completions(path)
+    texts = stream_completions(scan.path, [r["line"] for r in scan.records])
+    return [{**record, "completion": text} for record, text in zip(scan.records, texts, strict=True)]
 
 
 def resolve_attempts(records: list[dict[str, Any]], tasks: list[ArcTask], where: str) -> list[Attempt]:
@@ -134,7 +205,7 @@ def resolve_attempts(records: list[dict[str, Any]], tasks: list[ArcTask], where:
             examples = ", ".join(sorted(by_id)[:3])
             raise ScoreInputError(f"{where}:{n}: unknown task id {task_id!r}: not in the dataset ({len(by_id)} tasks, "
                                   f"e.g. {examples})")
-        attempts.append(Attempt(n, task_id, record["completion"], original, augmentation, counts[original]))
+        attempts.append(Attempt(n, task_id, record.get("completion"), original, augmentation, counts[original]))
         counts[original] += 1
     return attempts
 
@@ -262,46 +333,75 @@ def aggregate(rows: list[dict[str, Any]], attempts: list[Attempt]) -> dict[str, 
 # running
 
 
-def replay_all(attempts: list[Attempt], tasks: list[ArcTask], workers: int, config: Any = None, mode: str = "auto",
-               progress: bool = True) -> list[AttemptOutcome]:
-    """Replay every attempt in a fresh sandbox session, `workers` at a time; outcomes in input order."""
+def replay_stream(attempts: list[Attempt], texts: Iterable[str], tasks: list[ArcTask], workers: int,
+                  config: Any = None, mode: str = "auto", progress: bool = True,
+                  ) -> Iterator[tuple[int, AttemptOutcome]]:
+    """(index, outcome) of every attempt as it finishes, each replayed in a fresh sandbox session, `workers` at a
+    time. `texts` are the attempts' completions in order; at most 2 x `workers` of them are held at once."""
     from tqdm import tqdm
 
     from arc_trl.sandbox import SandboxConfig, SandboxPool, replay_attempt
 
     by_id, cache = {t.id: t for t in tasks}, {}
-    jobs = [task_for(a, by_id, cache) for a in attempts]
-    outcomes: list[AttemptOutcome | None] = [None] * len(attempts)
+    jobs = iter(enumerate(zip(attempts, texts, strict=False)))
     with SandboxPool(num_workers=workers, config=config or SandboxConfig()) as pool, \
-            ThreadPoolExecutor(workers, thread_name_prefix="score") as executor:
-        futures = {executor.submit(replay_attempt, pool, task, a.completion, mode): i
-                   for i, (a, task) in enumerate(zip(attempts, jobs))}
-        for future in tqdm(as_completed(futures), total=len(futures), desc="scoring", unit="attempt",
-                           disable=not progress, file=sys.stderr):
-            i = futures[future]
-            try:
-                outcomes[i] = future.result()
-            except Exception as e:  # noqa: BLE001  a bug must not lose the other attempts
-                print(f"warning: line {attempts[i].line}: replay failed: {type(e).__name__}: {e}", file=sys.stderr)
-                outcomes[i] = AttemptOutcome(error_kind="crash", extra={"status": "crashed", "error": str(e)})
+            ThreadPoolExecutor(workers, thread_name_prefix="score") as executor, \
+            tqdm(total=len(attempts), desc="scoring", unit="attempt", disable=not progress, file=sys.stderr) as bar:
+        pending: dict[Future, int] = {}
+
+        def refill() -> None:
+            while len(pending) < 2 * workers and (job := next(jobs, None)) is not None:
+                i, (attempt, text) = job
+                pending[executor.submit(replay_attempt, pool, task_for(attempt, by_id, cache), text, mode)] = i
+
+        refill()
+        while pending:
+            done, _ = wait(pending, return_when=FIRST_COMPLETED)
+            for future in done:
+                i = pending.pop(future)
+                try:
+                    outcome = future.result()
+                except Exception as e:  # noqa: BLE001  a bug must not lose the other attempts
+                    print(f"warning: line {attempts[i].line}: replay failed: {type(e).__name__}: {e}",
+                          file=sys.stderr)
+                    outcome = AttemptOutcome(error_kind="crash", extra={"status": "crashed", "error": str(e)})
+                bar.update(1)
+                yield i, outcome
+            refill()
+
+
+def replay_all(attempts: list[Attempt], tasks: list[ArcTask], workers: int, config: Any = None, mode: str = "auto",
+               progress: bool = True) -> list[AttemptOutcome]:
+    """Replay every attempt (with its `completion` in memory); outcomes in input order."""
+    outcomes: list[AttemptOutcome | None] = [None] * len(attempts)
+    for i, outcome in replay_stream(attempts, [a.completion for a in attempts], tasks, workers, config, mode,
+                                    progress):
+        outcomes[i] = outcome
     return outcomes  # type: ignore[return-value]
 
 
 def score_completions(tasks: list[ArcTask], records: list[dict[str, Any]], workers: int = 4, config: Any = None,
                       mode: str = "auto", where: str = "<completions>", progress: bool = True,
-                      ) -> tuple[dict[str, Any], list[dict[str, Any]]]:
-    """(metrics, per-attempt rows) for completion records (as returned by `read_completions`)."""
+                      source: str | Path | None = None) -> tuple[dict[str, Any], list[dict[str, Any]]]:
+    """(metrics, per-attempt rows) for completion records: as returned by `read_completions`, or by
+    `scan_completions` (without their text) with `source` the file to stream the completions from."""
     attempts = resolve_attempts(records, tasks, where)
-    outcomes = replay_all(attempts, tasks, workers, config, mode, progress)
+    if source is not None:
+        texts: Iterable[str] = stream_completions(source, [a.line for a in attempts])
+    else:
+        texts = [r["completion"] for r in records]
     by_id, cache = {t.id: t for t in tasks}, {}
-    rows = []
-    for attempt, outcome in zip(attempts, outcomes):
+    rows: list[dict[str, Any] | None] = [None] * len(attempts)
+    for i, outcome in replay_stream(attempts, texts, tasks, workers, config, mode, progress):
+        attempt = attempts[i]
         row = {"task_id": attempt.task_id, "attempt": attempt.index, "line": attempt.line,
                **score_attempt(task_for(attempt, by_id, cache), outcome)}
         if not attempt.augmentation.is_identity:
             row["augmentation"] = attempt.augmentation.to_string()
-        rows.append(row)
-    metrics = aggregate(rows, attempts)
+        rows[i] = row
+    if any(row is None for row in rows):  # the file lost lines between the two passes
+        raise ScoreInputError(f"{where}: the file changed while it was being scored")
+    metrics = aggregate(rows, attempts)  # type: ignore[arg-type]
     metrics["n_dataset_tasks"] = len(tasks)
     metrics["n_missing_tasks"] = len({t.id for t in tasks} - {a.original_id for a in attempts})
     return metrics, rows
@@ -331,14 +431,20 @@ def add_score_arguments(parser: argparse.ArgumentParser) -> argparse.ArgumentPar
     parser.add_argument("--mode", choices=("auto", "repl", "program"), default="auto",
                         help="how to get predictions: SUBMIT, then transform (auto, default); SUBMIT only (repl); "
                              "transform only (program)")
-    parser.add_argument("--timeout-s", type=float, default=5.0, help="wall-clock limit per code run / transform call")
+    parser.add_argument("--timeout-s", type=float, default=5.0,
+                        help="CPU-time limit (seconds) per code run / transform call")
+    parser.add_argument("--wall-timeout-s", type=float, default=None,
+                        help="wall-clock backstop per run for code that sleeps or waits (default: max(4 x "
+                             "--timeout-s, --timeout-s + 5))")
     parser.add_argument("--memory-mb", type=int, default=1024, help="address-space limit of each sandbox process")
+    parser.add_argument("--strict", action="store_true",
+                        help="exit 1 (after scoring the complete lines) when the last line of the file is torn")
     parser.add_argument("--no-progress", action="store_true", help="no progress bar")
     return parser
 
 
 def run_score(args: argparse.Namespace) -> int:
-    """Run `score`; returns the exit code (0 done, 2 bad arguments or inputs)."""
+    """Run `score`; returns the exit code (0 done, 1 torn last line under --strict, 2 bad arguments or inputs)."""
     from arc_trl.data.loaders import load_tasks
     from arc_trl.sandbox import SandboxConfig
 
@@ -347,21 +453,22 @@ def run_score(args: argparse.Namespace) -> int:
         if args.workers < 1:
             raise ScoreInputError(f"--workers must be at least 1, got {args.workers}")
         try:
-            config = SandboxConfig(timeout_s=args.timeout_s, memory_mb=args.memory_mb)
+            config = SandboxConfig(timeout_s=args.timeout_s, wall_timeout_s=args.wall_timeout_s,
+                                   memory_mb=args.memory_mb)
         except ValueError as e:
             raise ScoreInputError(str(e)) from None
         output_dir = Path(args.output_dir)
         if output_dir.exists() and not output_dir.is_dir():
             raise ScoreInputError(f"--output-dir {output_dir} exists and is not a folder")
-        records = read_completions(args.completions)
+        scan = scan_completions(args.completions)
         try:
             tasks = load_tasks(args.dataset, solutions=args.solutions)
         except (OSError, ValueError) as e:  # TaskValidationError is a ValueError
             raise ScoreInputError(f"cannot load dataset {args.dataset!r}: {e}") from None
-        metrics, rows = score_completions(tasks, records, args.workers, config, args.mode, where=args.completions,
-                                          progress=not args.no_progress)
+        metrics, rows = score_completions(tasks, scan.records, args.workers, config, args.mode,
+                                          where=args.completions, progress=not args.no_progress, source=scan.path)
         metrics = {"dataset": str(args.dataset), "completions": str(args.completions), **metrics,
-                   "seconds": round(time.perf_counter() - start, 3)}
+                   "torn_last_line": scan.torn_line, "seconds": round(time.perf_counter() - start, 3)}
         write_outputs(output_dir, metrics, rows)
     except ScoreInputError as e:
         print(f"error: {e}", file=sys.stderr)
@@ -379,6 +486,10 @@ def run_score(args: argparse.Namespace) -> int:
         print(f"note: {metrics['n_missing_tasks']} task(s) of the dataset have no attempt and are not scored",
               file=sys.stderr)
     print(f"wrote {output_dir / METRICS_FILE}, {output_dir / PER_ATTEMPT_FILE}, metrics.md and pass_at_k.json")
+    if scan.torn_line is not None:
+        print(f"warning: {args.completions}:{scan.torn_line}: the torn last line was not scored"
+              + ("; exit code 1 (--strict)" if args.strict else ""), file=sys.stderr)
+        return 1 if args.strict else 0
     return 0
 
 

@@ -1,14 +1,21 @@
 """The multi-turn REPL rollout: TRL's `rollout_func` for ARC.
 
-Each turn, all active episodes of the batch generate together (one batched call), then their code runs in their
-own sandbox sessions in parallel, and the environment's reply is appended as the next user message. The completion
+Lock-step scheduling (`run_episodes` below): each turn, all active episodes of the batch generate together (one
+batched call), then their code runs in their own sandbox sessions in parallel, and the environment's reply is
+appended as the next user message. Per-episode scheduling (`arc_trl.rollout.per_episode`) lets each episode advance
+on its own against a continuously batching engine; both share the turn logic of `arc_trl.rollout.turns`. The completion
 is the concatenation of model tokens and environment tokens; `env_mask` is 0 on environment tokens so they never
 enter the loss, and `logprobs` carries the sampler's log-probabilities of model tokens. Nothing is re-tokenized
 between turns: the environment reply's tokens come from the chat template (`arc_trl.chat_template.env_turn_ids`).
 
 An episode ends on a valid SUBMIT, after `max_turns` assistant turns, when the token budget
-(`max_completion_length`, model + environment tokens) is exhausted, or when a turn is cut by the per-turn cap
-(a turn without end-of-turn token ends the episode: its completion counts as truncated).
+(`max_completion_length`, model + environment tokens) has no room for the environment's reply ("budget"), or when a
+turn is cut by the per-turn cap or the budget ("truncated": a turn without end-of-turn token ends the episode). Both
+"budget" and "truncated" episodes count as truncated (`Episode.truncated`).
+
+A turn ends on any of the generator's EOS ids (TRL's `eos_token_ids`, e.g. Qwen3's `<|im_end|>` and
+`<|endoftext|>`); before an environment reply is appended, a turn that stopped on another EOS than the template's
+end-of-turn token gets that token instead (`Episode.end_turn_with`), so the tokens stay the rendered conversation.
 """
 
 from __future__ import annotations
@@ -17,11 +24,21 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from arc_trl.chat_template import env_turn_ids, prompt_ids as render_prompt_ids
+from arc_trl.chat_template import end_of_turn_id
+from arc_trl.config import ROLLOUT_SCHEDULING as SCHEDULING
 from arc_trl.data.dataset import task_from_json_string
 from arc_trl.data.task import ArcTask
 from arc_trl.rollout.episode import Episode
 from arc_trl.rollout.generators import Generator, TrainerGenerator
+from arc_trl.rollout.per_episode import per_episode_unsupported, run_per_episode, warn_lockstep_fallback
+from arc_trl.rollout.turns import (
+    FinishedReporter,
+    apply_model_turn,
+    apply_program_result,
+    apply_turn_result,
+    close_sessions,
+    open_episodes,
+)
 
 
 @dataclass
@@ -30,6 +47,11 @@ class RolloutSettings:
     max_turns: int = 4
     max_tokens_per_turn: int | None = None
     max_completion_length: int = 1024  # episode budget: model + environment tokens
+    scheduling: str = "per_episode"  # per_episode | lockstep (see run_episodes)
+
+    def __post_init__(self) -> None:
+        if self.scheduling not in SCHEDULING:
+            raise ValueError(f"rollout scheduling {self.scheduling!r} is not one of {', '.join(SCHEDULING)}")
 
 
 def task_from_row(row: dict[str, Any]) -> ArcTask:
@@ -51,29 +73,26 @@ def run_episodes(
 ) -> list[Episode]:
     """Play one episode per (task, prompt) pair to the end and return them (sandbox sessions closed).
 
-    `on_finished(episodes)` is called after each turn with the episodes that ended in it (e.g. to start teacher
-    scoring of finished episodes while the others keep generating).
+    `on_finished(episodes)` is called with the episodes that ended since the last call (e.g. to start teacher
+    scoring of finished episodes while the others keep generating). `settings.scheduling` picks the scheduler:
+    `per_episode` (`arc_trl.rollout.per_episode`) where the generator supports it, else lock-step (below).
     """
     template_kwargs = template_kwargs or {}
-    episodes = [
-        Episode(task=task, prompt_ids=render_prompt_ids(tokenizer, prompt, **template_kwargs), index=i)
-        for i, (task, prompt) in enumerate(zip(tasks, prompts, strict=True))
-    ]
-    reported: set[int] = set()
-
-    def report_finished() -> None:
-        newly = [ep for ep in episodes if ep.done and ep.index not in reported]
-        reported.update(ep.index for ep in newly)
-        if newly and on_finished is not None:
-            on_finished(newly)
-
+    if settings.scheduling == "per_episode":
+        reason = per_episode_unsupported(generator)
+        if reason is None:
+            return run_per_episode(tasks, prompts, generator, tokenizer, pool, settings, template_kwargs, on_finished)
+        warn_lockstep_fallback(reason)
+    episodes = open_episodes(tasks, prompts, tokenizer, template_kwargs)
+    report_finished = FinishedReporter(episodes, on_finished)
     budget = settings.max_completion_length
     per_turn = settings.max_tokens_per_turn or budget
     eos = set(generator.eos_token_ids)
+    end_of_turn = end_of_turn_id(tokenizer, generator.eos_token_ids, **template_kwargs)
     try:
         for ep in episodes:
             ep.session = pool.new_session(ep.task)
-        for turn in range(settings.max_turns):
+        for _turn in range(settings.max_turns):
             active = [ep for ep in episodes if not ep.done]
             if not generator.global_any(bool(active)):
                 break
@@ -81,82 +100,28 @@ def run_episodes(
             requests = [ep.prompt_ids + ep.completion_ids for ep in active] or [episodes[0].prompt_ids]
             cap = max(1, min(per_turn, max((budget - len(ep.completion_ids) for ep in active), default=1)))
             new_ids, new_lps = generator.generate(requests, cap)
-            ran = []
-            for i, ep in enumerate(active):
-                ids = new_ids[i][: budget - len(ep.completion_ids)]
-                lps = None if new_lps is None else new_lps[i][: len(ids)]
-                ended = bool(ids) and ids[-1] in eos
-                text = tokenizer.decode(ids[:-1] if ended else ids, skip_special_tokens=False)
-                ep.add_model_turn(ids, lps, text)
-                if not ended:
-                    ep.finish("truncated")  # cut by the per-turn cap or the episode budget
-                else:
-                    ran.append(ep)
+            ran = [ep for i, ep in enumerate(active)
+                   if apply_model_turn(ep, new_ids[i], None if new_lps is None else new_lps[i], eos, tokenizer,
+                                       settings)]
             if not ran:
                 report_finished()
                 continue
             if settings.agent_mode == "program":
                 for ep, result in zip(ran, pool.map_programs([(ep.session, ep.assistant_texts[-1]) for ep in ran])):
-                    _record_program(ep, result)
-                    ep.finish("program")
+                    apply_program_result(ep, result)
                 report_finished()
                 continue
             results = pool.map_turns([(ep.session, ep.assistant_texts[-1]) for ep in ran])
             for ep, result in zip(ran, results):
-                _record_turn(ep, result)
-                if result.submitted is not None:
-                    ep.finish("submitted")
-                elif turn == settings.max_turns - 1:
-                    ep.finish("max_turns")
-                else:
-                    env_ids = env_turn_ids(tokenizer, result.observation, **template_kwargs)
-                    if len(ep.completion_ids) + len(env_ids) >= budget:
-                        ep.finish("budget")
-                    else:
-                        ep.add_env_turn(env_ids, result.observation)
+                apply_turn_result(ep, result, settings, tokenizer, template_kwargs, end_of_turn)
             report_finished()
         for ep in episodes:
             if not ep.done:
                 ep.finish("max_turns")
         report_finished()
     finally:
-        for ep in episodes:
-            if ep.session is not None:
-                ep.session.close()
-                ep.session = None
+        close_sessions(episodes)
     return episodes
-
-
-def _record_turn(ep: Episode, result) -> None:
-    out = ep.outcome
-    out.code_found |= bool(result.code_found)
-    out.code_parsed |= bool(result.code_parsed)
-    for r in result.results:
-        out.num_code_runs += 1
-        if r.status != "ok":
-            out.num_errors += 1
-            out.error_kind = r.error_kind or r.status
-        if r.status == "timeout":
-            out.num_timeouts += 1
-    if result.submitted is not None:
-        out.submitted = True
-        out.test_predictions = [list(map(list, g)) for g in result.submitted]
-
-
-def _record_program(ep: Episode, result) -> None:
-    out = ep.outcome
-    out.code_found = bool(result.code_found) if hasattr(result, "code_found") else bool(result.compiled)
-    out.code_parsed = bool(result.compiled)
-    out.num_code_runs += 1
-    out.train_predictions = list(result.train_outputs) if result.compiled else None
-    out.test_predictions = list(result.test_outputs) if result.compiled else None
-    errors = [e for e in (result.errors or []) if e]
-    if errors or not result.compiled:
-        out.num_errors += 1
-        out.error_kind = "exception"
-    if any("timeout" in str(e).lower() for e in errors):
-        out.num_timeouts += 1
-        out.error_kind = "timeout"
 
 
 class ArcRollout:

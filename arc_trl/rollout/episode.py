@@ -9,6 +9,13 @@ from arc_trl.data.task import ArcTask
 from arc_trl.rewards.outcome import AttemptOutcome
 
 
+# Endings where the episode was cut by a token limit rather than ended by the model or the environment: "truncated"
+# (a turn cut by the per-turn cap or the episode budget, no end-of-turn token) and "budget" (the turn ended, but the
+# environment's reply does not fit in max_completion_length). TRL's `mask_truncated_completions` sees only the
+# first kind (it checks the last token for EOS), so the trainer applies `Episode.truncated` itself.
+TRUNCATED_ENDINGS = frozenset({"truncated", "budget"})
+
+
 @dataclass
 class Episode:
     """One rollout. `completion_ids` interleaves model turns (env_mask 1) and environment replies (env_mask 0).
@@ -35,6 +42,11 @@ class Episode:
     def num_model_tokens(self) -> int:
         return sum(self.env_mask)
 
+    @property
+    def truncated(self) -> bool:
+        """Cut by a token limit (`TRUNCATED_ENDINGS`), whatever its last token is."""
+        return self.finish_reason in TRUNCATED_ENDINGS
+
     def add_model_turn(self, token_ids: list[int], logprobs: list[float] | None, text: str) -> None:
         start = len(self.completion_ids)
         self.completion_ids.extend(token_ids)
@@ -46,6 +58,22 @@ class Episode:
         self.turn_spans.append((start, len(self.completion_ids)))
         self.assistant_texts.append(text)
         self.outcome.num_turns += 1
+
+    def end_turn_with(self, token_id: int) -> None:
+        """Make the last model turn end with the chat template's end-of-turn token before an environment reply.
+
+        A turn can stop on another EOS token (Qwen3's generation config also lists `<|endoftext|>`); followed by
+        the reply's tokens it would leave a token stream that is not the rendered conversation. That last token is
+        replaced by `token_id` and becomes an environment token (env_mask 0, logprob 0.0: the model did not sample
+        it, so it is not trained on); the turn's span shrinks by one."""
+        if self.completion_ids[-1] == token_id:
+            return
+        self.completion_ids[-1] = token_id
+        self.env_mask[-1] = 0
+        if self.logprobs is not None:
+            self.logprobs[-1] = 0.0
+        start, end = self.turn_spans[-1]
+        self.turn_spans[-1] = (start, end - 1)
 
     def add_env_turn(self, token_ids: list[int], observation: str) -> None:
         self.completion_ids.extend(token_ids)

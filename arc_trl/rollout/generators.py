@@ -9,6 +9,7 @@ transformers directly.
 
 from __future__ import annotations
 
+import math
 from contextlib import contextmanager
 from typing import Protocol
 
@@ -57,18 +58,37 @@ def generation_overrides(trainer, max_tokens: int | None = None, temperature: fl
 
 
 class TrainerGenerator:
-    """Generation through the trainer's configured backend (TRL `_generate_single_turn`, the smallest hook)."""
+    """Generation through the trainer's configured backend (TRL `_generate_single_turn`, the smallest hook).
+
+    Missing sampler log-probs (TRL turns vLLM's NaN into None) stay NaN, as TRL's own single-turn path keeps them:
+    its importance-sampling correction and off-policy mask neutralise NaN positions, whereas 0.0 would claim the
+    sampler gave the token probability 1.
+
+    TRL's vLLM server mode (and colocated tensor parallelism) is collective: the processes' requests are gathered
+    into one call with the main process's `max_tokens`, and each process takes back the slice at
+    `process_index * len(its requests)`. That is only right when every process sends the same number of requests
+    with the same cap, while a multi-turn batch has a different number of active episodes on each process. So in
+    those modes every call first gathers (count, cap) of all processes, pads this process's requests with copies of
+    one of them up to the largest count, generates with the largest cap, drops the padding's outputs and cuts each
+    completion to this process's own cap (`aligned_generate`).
+    """
 
     def __init__(self, trainer) -> None:
         self.trainer = trainer
         self.eos_token_ids = list(trainer.eos_token_ids)
 
     def generate(self, sequences, max_tokens):
+        if needs_aligned_requests(self.trainer):
+            return aligned_generate(self._generate, sequences, max_tokens, self.trainer.accelerator,
+                                    dummy=[self.eos_token_ids[0]])
+        return self._generate(sequences, max_tokens)
+
+    def _generate(self, sequences, max_tokens):
         with generation_overrides(self.trainer, max_tokens=max_tokens):
             completion_ids, logprobs = self.trainer._generate_single_turn(sequences, None, {}, num_generations=1)
         completion_ids = [list(ids) for ids in completion_ids]
         if logprobs is not None:
-            logprobs = [[0.0 if lp is None else float(lp) for lp in seq] for seq in logprobs]
+            logprobs = [[math.nan if lp is None else float(lp) for lp in seq] for seq in logprobs]
         return completion_ids, logprobs
 
     def global_any(self, flag: bool) -> bool:
@@ -77,6 +97,40 @@ class TrainerGenerator:
             return flag
         local = torch.tensor([1.0 if flag else 0.0], device=accelerator.device)
         return bool(accelerator.gather(local).sum().item() > 0)
+
+
+def needs_aligned_requests(trainer) -> bool:
+    """True when TRL's generation slices gathered results by a per-process count (vLLM server mode with several
+    processes, or colocated vLLM with tensor parallelism): see `TrainerGenerator`."""
+    if trainer.accelerator.num_processes == 1 or not trainer.use_vllm:
+        return False
+    vllm_generation = trainer.vllm_generation
+    return vllm_generation.mode == "server" or getattr(vllm_generation, "tensor_parallel_size", 1) > 1
+
+
+def aligned_generate(generate, sequences, max_tokens, accelerator, dummy: list[int]):
+    """`generate(sequences, max_tokens)` made safe for a collective backend that needs equal requests everywhere.
+
+    All processes call this together. Each pads its requests to the largest count with copies of its first request
+    (`dummy` when it has none), generation runs with the largest cap, and each process keeps the outputs of its own
+    requests, cut to its own cap. Sampling K tokens and keeping the first k is distributed like sampling k tokens.
+    """
+    from accelerate.utils import gather_object
+
+    shapes = gather_object([(len(sequences), int(max_tokens))])
+    width = max(count for count, _ in shapes)
+    if width == 0:
+        return [], []
+    cap = max(c for count, c in shapes if count > 0)
+    filler = list(sequences[0]) if sequences else list(dummy)
+    padded = [list(s) for s in sequences] + [filler] * (width - len(sequences))
+    ids, lps = generate(padded, cap)
+    if len(ids) != width:
+        raise RuntimeError(f"the generation backend returned {len(ids)} completions for {width} requests")
+    ids = [row[:max_tokens] for row in ids[: len(sequences)]]
+    if lps is not None:
+        lps = [row[: len(kept)] for row, kept in zip(lps[: len(sequences)], ids)]
+    return ids, lps
 
 
 class VLLMGenerator:
@@ -96,11 +150,21 @@ class VLLMGenerator:
         for out in outputs:
             sample = out.outputs[0]
             ids.append(list(sample.token_ids))
-            lps.append([next(iter(d.values())).logprob if d else 0.0 for d in (sample.logprobs or [])])
+            lps.append(_sampled_logprobs(sample))
         return ids, lps
 
     def global_any(self, flag: bool) -> bool:
         return flag
+
+
+def _sampled_logprobs(sample) -> list[float]:
+    """The sampled tokens' log-probs from a vLLM `CompletionOutput`; NaN where vLLM gave none (never 0.0)."""
+    positions = sample.logprobs or [None] * len(sample.token_ids)
+    out = []
+    for token_id, position in zip(sample.token_ids, positions):
+        entry = position.get(token_id) if position else None
+        out.append(math.nan if entry is None or entry.logprob is None else float(entry.logprob))
+    return out
 
 
 class TransformersGenerator:

@@ -58,17 +58,21 @@ def replay_attempt(pool: SandboxPool, task: ArcTask, completion_text: str, mode:
         return AttemptOutcome(error_kind="crash", extra={"status": "crashed", "seconds": 0.0, "source": None,
                                                           "error": str(e)})
     with session:
-        if mode == "program" or (mode == "auto" and not extract_code_blocks(completion_text)
-                                 and extract_program(completion_text) is not None):
-            outcome = _program_outcome(session.run_program(completion_text))
+        limit = pool.config.max_code_chars  # nothing longer is parsed in this process
+        blocks = extract_code_blocks(completion_text, max_chars=limit)  # once per attempt
+        program = None
+        if mode == "program" or (mode == "auto" and not blocks):
+            program = extract_program(completion_text, max_chars=limit, blocks=blocks)
+        if mode == "program" or program is not None:
+            outcome = _program_outcome(session.run_program_code(program))
         else:
-            outcome = _repl_outcome(session, completion_text, allow_transform=mode == "auto")
+            outcome = _repl_outcome(session, blocks, allow_transform=mode == "auto")
     outcome.extra["seconds"] = time.perf_counter() - start
     return outcome
 
 
-def _repl_outcome(session, text: str, allow_transform: bool) -> AttemptOutcome:
-    turn = session.run_turn(text, max_blocks=REPLAY_MAX_BLOCKS)
+def _repl_outcome(session, blocks: list[str], allow_transform: bool) -> AttemptOutcome:
+    turn = session.run_blocks(blocks, max_blocks=REPLAY_MAX_BLOCKS)
     statuses = [r.status for r in turn.results]
     outcome = AttemptOutcome(
         code_found=turn.code_found, code_parsed=turn.code_parsed, num_turns=1, num_code_runs=len(turn.results),

@@ -8,7 +8,7 @@ from dataclasses import dataclass, field
 from arc_trl.data.task import Grid
 
 # 'ok': ran to the end (or to a valid SUBMIT); 'error': raised an exception (SyntaxError included);
-# 'timeout': wall-clock or CPU limit; 'memory': MemoryError under the address-space limit;
+# 'timeout': CPU limit or wall-clock backstop; 'memory': MemoryError under the address-space limit;
 # 'crashed': the interpreter died (segfault, os._exit, SIGKILL, ...) and was restarted;
 # 'refused': the sandbox refused the code (too long) or an operation it attempted (file, network, process, import).
 STATUSES = ("ok", "error", "timeout", "memory", "crashed", "refused")
@@ -29,6 +29,7 @@ class ExecResult:
     restarted: bool = False  # the interpreter died or was killed and was replaced: earlier state is lost
     note: str | None = None  # what the sandbox did (timeout kill, crash, restart), phrased for the model
     has_transform: bool = False  # after this code, the namespace holds a callable named `transform`
+    compiled: bool = False  # the code is valid Python (compiled by the child; False when refused unrun)
 
     @property
     def ok(self) -> bool:
@@ -41,7 +42,7 @@ class TurnResult:
 
     observation: str  # the text to send back to the model as the next user message
     code_found: bool
-    code_parsed: bool  # at least one block is valid Python
+    code_parsed: bool  # at least one block that ran is valid Python (it compiled in the sandbox)
     submitted: list[Grid] | None = None  # set when a block made a valid SUBMIT (the episode is over)
     results: list[ExecResult] = field(default_factory=list)  # one per block that was run
     n_blocks: int = 0  # code blocks found (some may not have run: after SUBMIT or past the per-turn cap)

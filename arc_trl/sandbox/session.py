@@ -10,7 +10,9 @@ from __future__ import annotations
 
 import asyncio
 import functools
-import shutil
+import math
+import os
+import select
 import signal
 import socket
 import struct
@@ -22,6 +24,7 @@ from typing import TYPE_CHECKING, Any, Self
 
 from arc_trl.data.task import ArcTask, Grid, normalize_grid
 from arc_trl.sandbox.child import wire
+from arc_trl.sandbox.child.tree import remove_tree
 from arc_trl.sandbox.code_blocks import extract_code_blocks, extract_program, parses
 from arc_trl.sandbox.forkserver import SandboxError
 from arc_trl.sandbox.observation import NO_CODE, format_turn
@@ -34,10 +37,13 @@ RESTART_NOTE = ("the interpreter was restarted and its state was lost: variables
                 "code are gone; np, train_inputs, train_outputs, test_inputs and SUBMIT are available again")
 _SEND_TIMEOUT_S = 10.0
 _MAX_ERROR_KIND = 100
+_CLOCK_TICKS = os.sysconf("SC_CLK_TCK")
+_MIN_CPU_CHECK_S = 0.05
 
 
 class ChildLost(Exception):
-    """The child did not answer properly: 'timeout' (past the hard deadline), 'died' (EOF) or 'protocol'."""
+    """The child did not answer properly: 'timeout' (past a hard limit, named by `detail`), 'died' (EOF) or
+    'protocol'."""
 
     def __init__(self, kind: str, detail: str) -> None:
         super().__init__(f"{kind}: {detail}")
@@ -52,17 +58,31 @@ class _Child:
     work_dir: str
     generation: int
     finalizer: weakref.finalize | None = None  # kills the process; also runs if the session is garbage-collected
+    cpu_seen: float = 0.0  # the child's CPU seconds at its last reply (what it used before the next request)
 
 
 def _kill_child(forkserver: Any, pid: int, generation: int, channel: socket.socket, work_dir: str) -> dict[str, Any]:
-    """Kill a child (through its zygote), close the channel, remove its working directory."""
+    """Kill a child (through its zygote), close the channel, remove its working directory. Never raises."""
     try:
         info = forkserver.kill(pid, generation)
-    except SandboxError:
+    except Exception:  # noqa: BLE001  SandboxError, or anything else: cleanup must not fail the trainer
         info = {"exit_code": None, "signal": None}
     channel.close()
-    shutil.rmtree(work_dir, ignore_errors=True)  # normally already done by the zygote
+    if os.path.lexists(work_dir):  # normally already discarded by the zygote; here only if the zygote is gone
+        remove_tree(work_dir)  # iterative: a 10 000-level folder tree cannot raise RecursionError
     return info
+
+
+def _resident_mb(pid: int) -> float | None:
+    """Resident memory of a process in MB (None when it cannot be read)."""
+    try:
+        with open(f"/proc/{pid}/statm", "rb") as f:
+            return int(f.read().split()[1]) * _PAGE_SIZE / 2**20
+    except (OSError, ValueError, IndexError):
+        return None
+
+
+_PAGE_SIZE = os.sysconf("SC_PAGE_SIZE")
 
 
 class Session:
@@ -136,25 +156,67 @@ class Session:
 
     # --- request / reply
 
-    def _request(self, message: dict[str, Any], wait_s: float) -> dict[str, Any]:
-        assert self._child is not None
+    def _request(self, message: dict[str, Any], cpu_s: float, wall_s: float) -> dict[str, Any]:
+        """Send one request with its limits and read the reply (raises ChildLost)."""
+        child = self._child
+        assert child is not None
         self._next_id += 1
-        message["id"] = self._next_id
-        fd = self._child.channel.fileno()
+        message.update(id=self._next_id, cpu=cpu_s, wall=wall_s)
+        fd = child.channel.fileno()
         try:
             wire.send(fd, message)
         except OSError as e:
             raise ChildLost("died", f"could not send the request ({e})") from None
+        wall_deadline = self._await_reply(child, cpu_s, wall_s)
         try:
-            reply = wire.receive(fd, max_bytes=self.config.max_reply_bytes, deadline=time.monotonic() + wait_s)
+            deadline = max(wall_deadline, time.monotonic() + self.config.kill_grace_s)
+            reply = wire.receive(fd, max_bytes=self.config.max_reply_bytes, deadline=deadline)
         except wire.WireTimeout:
-            raise ChildLost("timeout", f"no reply within {wait_s:.1f} s") from None
+            raise ChildLost("timeout", f"the time limit of {wall_s:g} s (wall clock)") from None
         except wire.WireError as e:
             kind = "died" if "closed" in str(e) or "channel error" in str(e) else "protocol"
             raise ChildLost(kind, str(e)) from None
         if not isinstance(reply, dict) or reply.get("id") != message["id"]:
             raise ChildLost("protocol", "reply does not match the request")
+        cpu_total = reply.get("cpu_total")
+        if isinstance(cpu_total, float) and math.isfinite(cpu_total) and cpu_total >= 0:
+            child.cpu_seen = cpu_total
         return reply
+
+    def _await_reply(self, child: _Child, cpu_s: float, wall_s: float) -> float:
+        """Wait until the child starts answering; returns the wall-clock deadline of the request.
+
+        Raises ChildLost('timeout') once the child's CPU time for this request passes `cpu_s + kill_grace_s`, or the
+        wall clock passes `wall_s + kill_grace_s`. The CPU time is the kernel's count (/proc) minus what the child
+        had used at its last reply (as it reported it: a report above the kernel's count is ignored, and a child that
+        misreports gains nothing past the wall-clock backstop). It is only read when it could have passed the limit
+        (one thread's CPU time cannot run ahead of the wall clock).
+        """
+        grace = self.config.kill_grace_s
+        start = time.monotonic()
+        wall_deadline = start + wall_s + grace
+        cpu_budget = cpu_s + grace
+        next_check = start + cpu_budget
+        poller = select.poll()
+        poller.register(child.channel.fileno(), select.POLLIN | select.POLLHUP | select.POLLERR)
+        while True:
+            now = time.monotonic()
+            if now >= wall_deadline:
+                raise ChildLost("timeout", f"the time limit of {wall_s:g} s (wall clock)")
+            if now >= next_check:
+                total = _process_cpu_s(child.pid)
+                if total is not None and total < child.cpu_seen:
+                    child.cpu_seen = 0.0  # the child reported more CPU than the kernel counted: trust only the kernel
+                used = None if total is None else total - child.cpu_seen
+                if used is None:
+                    next_check = math.inf  # /proc unreadable: the wall-clock backstop still holds
+                elif used >= cpu_budget:
+                    raise ChildLost("timeout", f"the CPU time limit of {cpu_s:g} s")
+                else:
+                    next_check = now + max(_MIN_CPU_CHECK_S, cpu_budget - used)
+            wait = min(wall_deadline, next_check) - now
+            if poller.poll(max(1, math.ceil(wait * 1000))):
+                return wall_deadline
 
     def _validated(self, reply: dict[str, Any]) -> ExecResult:
         """Turn a child's reply into an ExecResult, trusting nothing (raises ChildLost('protocol'))."""
@@ -180,7 +242,7 @@ class Session:
         return ExecResult(
             status=status, stdout=texts["stdout"], stderr=texts["stderr"], error_kind=kind,
             truncated=reply.get("truncated") is True, submitted=submitted, submit_error=submit_error,
-            has_transform=reply.get("has_transform") is True,
+            has_transform=reply.get("has_transform") is True, compiled=reply.get("compiled") is True,
         )
 
     def _valid_submission(self, value: Any) -> list[Grid] | None:
@@ -191,14 +253,14 @@ class Session:
         except (ValueError, TypeError):
             return None
 
-    def _recover(self, lost: ChildLost, limit_s: float) -> ExecResult:
+    def _recover(self, lost: ChildLost) -> ExecResult:
         """The child is gone or unusable: kill it, describe what happened, start a fresh one."""
         child, self._child = self._child, None
         info = self._kill(child) if child is not None else {}
         sig = info.get("signal")
         if lost.kind == "timeout":
             status, kind = "timeout", "hard_timeout"
-            what = f"execution exceeded the time limit of {limit_s:g} s and the interpreter had to be killed"
+            what = f"execution exceeded {lost.detail} and the interpreter had to be killed"
         elif sig == signal.SIGXCPU:
             status, kind = "timeout", "session_cpu"
             what = f"the session used up its total CPU budget ({self.config.session_cpu_s} s)"
@@ -219,31 +281,31 @@ class Session:
     # --- public API
 
     def run(self, code: str, timeout_s: float | None = None) -> ExecResult:
-        """Run one code string in the persistent namespace."""
+        """Run one code string in the persistent namespace. `timeout_s`: its CPU time limit (None: the config's);
+        the wall-clock backstop follows from it (`SandboxConfig.time_limits`)."""
         if not isinstance(code, str):
             raise TypeError(f"code must be a str, got {type(code).__name__}")
         with self._lock:
             self._check_open()
             start = time.perf_counter()
-            if len(code) > self.config.max_code_chars:
+            if len(code) > self.config.max_code_chars:  # before anything looks at the code (no parsing)
                 return ExecResult(status="refused", error_kind="code_too_long", note=(
                     f"the code is {len(code)} characters long; the limit is {self.config.max_code_chars}; "
                     "it was not run"))
             error = self._ensure_child()
             if error is not None:
-                return ExecResult(
-                    status="crashed", error_kind="unavailable", note=f"the sandbox is unavailable: {error}"
-                )
-            timeout = float(timeout_s) if timeout_s is not None else self.config.timeout_s
-            cpu = timeout if self.config.cpu_time_s is None else min(self.config.cpu_time_s, timeout)
+                return ExecResult(status="crashed", error_kind="unavailable", compiled=parses(code),
+                                  note=f"the sandbox is unavailable: {error}")
+            cpu, wall = self.config.time_limits(timeout_s)
             self._cell += 1
-            message = {"op": "exec", "code": code, "cell": self._cell, "timeout": timeout, "cpu": cpu}
+            message = {"op": "exec", "code": code, "cell": self._cell}
             with self.pool._slots:
                 try:
-                    reply = self._request(message, timeout + self.config.kill_grace_s)
-                    result = self._validated(reply)
+                    result = self._validated(self._request(message, cpu, wall))
                 except ChildLost as lost:
-                    result = self._recover(lost, timeout)
+                    result = self._recover(lost)
+                    result.compiled = parses(code)  # the child could not say (rare): at most max_code_chars
+            self._check_idle_memory(result)
             result.seconds = time.perf_counter() - start
             if result.status == "timeout" and not result.note and result.error_kind in ("wall_time", "cpu_time"):
                 result.note = "execution was stopped at the time limit; the interpreter state is kept"
@@ -251,10 +313,32 @@ class Session:
                 self.submitted = result.submitted
             return result
 
+    def _check_idle_memory(self, result: ExecResult) -> None:
+        """Restart the interpreter when it keeps more than `idle_memory_mb` resident between runs (idle sessions'
+        memory adds up over a batch); the result says so."""
+        limit = self.config.idle_memory_mb
+        if limit is None or self._child is None or result.restarted:
+            return
+        resident = _resident_mb(self._child.pid)
+        if resident is None or resident <= limit:
+            return
+        child, self._child = self._child, None
+        self._kill(child)
+        self.restarts += 1
+        error = self._ensure_child()
+        what = (f"the interpreter kept {resident:.0f} MB of memory after this run, more than the limit of {limit} MB "
+                "(idle_memory_mb)")
+        result.restarted = error is None
+        result.note = f"{what}; {RESTART_NOTE}" if error is None else (
+            f"{what} and was stopped; the sandbox could not be restarted ({error}); the next code run will try again")
+
     def run_turn(self, text: str, max_blocks: int | None = None) -> TurnResult:
         """Run the code blocks of one assistant message in order; stop after a valid SUBMIT."""
+        return self.run_blocks(extract_code_blocks(text, max_chars=self.config.max_code_chars), max_blocks)
+
+    def run_blocks(self, blocks: list[str], max_blocks: int | None = None) -> TurnResult:
+        """`run_turn` on code blocks already extracted from the message (`extract_code_blocks`)."""
         start = time.perf_counter()
-        blocks = extract_code_blocks(text)
         if not blocks:
             return TurnResult(observation=NO_CODE, code_found=False, code_parsed=False)
         cap = max_blocks if max_blocks is not None else self.config.max_blocks_per_turn
@@ -269,21 +353,26 @@ class Session:
         skipped_after_submit = len(blocks[:cap]) - len(results)
         observation = format_turn(results, len(blocks), skipped_after_submit, max(0, len(blocks) - cap))
         return TurnResult(
-            observation=observation, code_found=True, code_parsed=any(parses(b) for b in blocks), submitted=submitted,
+            observation=observation, code_found=True, code_parsed=any(r.compiled for r in results), submitted=submitted,
             results=results, n_blocks=len(blocks), seconds=time.perf_counter() - start,
         )
 
     def run_program(self, text: str) -> ProgramResult:
         """Program mode: run the completion's code, then apply `transform` to every train and test input."""
+        return self.run_program_code(extract_program(text, max_chars=self.config.max_code_chars))
+
+    def run_program_code(self, code: str | None) -> ProgramResult:
+        """`run_program` on the program already extracted from the completion (`extract_program`; None: none)."""
         start = time.perf_counter()
-        code = extract_program(text)
         if code is None:
             return self._no_program("no Python code found", start, code_found=False, code_parsed=False)
-        if not parses(code):
-            load = self.run(code)
-            return self._no_program(f"the program does not parse: {_last_line(load.stderr) or load.status}", start,
-                                    code_found=True, code_parsed=False, load=load)
         load = self.run(code)
+        if not load.compiled:
+            if load.error_kind == "code_too_long":
+                reason = f"the program was not run: {load.note}"
+            else:
+                reason = f"the program does not parse: {_last_line(load.stderr) or load.note or load.status}"
+            return self._no_program(reason, start, code_found=True, code_parsed=False, load=load)
         if not load.has_transform:
             reason = "the program does not define a callable `transform`"
             if load.status != "ok":
@@ -304,7 +393,7 @@ class Session:
         """
         start = time.perf_counter()
         result = ProgramResult(compiled=True)
-        limit = self.config.transform_timeout_s
+        limit = self.config.transform_timeout_s  # CPU seconds per call
         stdout_parts = []
         for split, count in (("train", self.n_train), ("test", self.n_test)):
             outputs = result.train_outputs if split == "train" else result.test_outputs
@@ -335,14 +424,13 @@ class Session:
             error = self._ensure_child()
             if error is not None:
                 return None, f"crashed: the sandbox is unavailable ({error})", "", None
-            message = {"op": "apply", "split": split, "index": index, "timeout": limit,
-                       "cpu": limit if self.config.cpu_time_s is None else min(self.config.cpu_time_s, limit)}
+            message = {"op": "apply", "split": split, "index": index}
             with self.pool._slots:
                 try:
-                    reply = self._request(message, limit + self.config.kill_grace_s)
+                    reply = self._request(message, *self.config.time_limits(limit))
                     result = self._validated(reply)
                 except ChildLost as lost:
-                    recovered = self._recover(lost, limit)
+                    recovered = self._recover(lost)
                     return None, f"{recovered.status}: {recovered.note}", "", recovered
         if result.status == "ok":
             output = reply.get("output")
@@ -397,6 +485,17 @@ class Session:
 
     def __exit__(self, *exc: object) -> None:
         self.close()
+
+
+def _process_cpu_s(pid: int) -> float | None:
+    """CPU seconds (user + system) used so far by process `pid`, from /proc (None when it cannot be read)."""
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as f:
+            data = f.read()
+        fields = data[data.rindex(b")") + 2:].split()  # after "pid (comm) ": state is field 3, utime 14, stime 15
+        return (int(fields[11]) + int(fields[12])) / _CLOCK_TICKS
+    except (OSError, ValueError, IndexError):
+        return None
 
 
 def _clean_text(text: str) -> str:

@@ -1,4 +1,8 @@
-"""Teachers that run in the trainer process: a separately loaded model, or the frozen base of a LoRA student."""
+"""Teachers that run in the trainer process: a separately loaded model, or the frozen base of a LoRA student.
+
+Both return the teacher's own log-probs (temperature 1), like the vLLM server backend, whatever the student's
+sampling temperature: docs/opd.md ("Temperature").
+"""
 
 from __future__ import annotations
 
@@ -35,17 +39,18 @@ def _done(value) -> Future:
 class LocalTeacher:
     """A frozen causal LM loaded next to the trainer (small teachers, tests). Uses TRL's fused log-prob LM head."""
 
-    def __init__(
-        self, model, pad_token_id: int, temperature: float = 1.0, batch_size: int = 8, accelerator=None
-    ) -> None:
+    def __init__(self, model, pad_token_id: int, batch_size: int = 8, accelerator=None) -> None:
         """`accelerator`: under DeepSpeed/FSDP the teacher is wrapped like TRL's reference model (ZeRO-3 keeps it
         partitioned and gathers layers in its forward); otherwise it is moved to the accelerator's device."""
         from trl.trainer.utils import add_fused_lm_head
 
+        from arc_trl.trl_compat import use_torch_logprob_on_cpu
+
+        use_torch_logprob_on_cpu()  # TRL 1.15 on CPU only (arc_trl/trl_compat.py)
         model.eval()
         for p in model.parameters():
             p.requires_grad_(False)
-        add_fused_lm_head(model, temperature=temperature)  # before any wrapping: it patches model.forward
+        add_fused_lm_head(model)  # temperature 1; before any wrapping: it patches model.forward
         if accelerator is not None:
             from accelerate.utils import DistributedType
 
@@ -90,15 +95,26 @@ class BaseModelTeacher:
 
     This is the seeds' Phase-0 "same checkpoint" teacher. It goes through the trainer's own
     `_get_per_token_logps_and_entropies`, so DeepSpeed/FSDP wrapping and the fused LM head are handled by TRL.
+    TRL's fused head divides the logits by the trainer's temperature (a closure constant); when that is not 1, a
+    second fused head at temperature 1 is built on the same base model and swapped in for the teacher's forwards.
     """
 
     def __init__(self, trainer, batch_size: int = 8) -> None:
         from accelerate.utils import is_peft_model
 
-        if not is_peft_model(trainer.accelerator.unwrap_model(trainer.model)):
+        peft_model = trainer.accelerator.unwrap_model(trainer.model)
+        if not is_peft_model(peft_model):
             raise ValueError("teacher_backend=base needs a LoRA (PEFT) student: set use_peft: true")
         self.trainer = trainer
         self.batch_size = batch_size
+        self._base = peft_model.get_base_model()  # the model TRL patched with its (tempered) fused head
+        self._untempered_forward = None
+        if trainer.temperature != 1.0:
+            from trl.trainer.utils import add_fused_lm_head
+
+            tempered = self._base.forward
+            add_fused_lm_head(self._base, cast_lm_head_to_fp32=trainer.args.cast_lm_head_to_fp32)
+            self._untempered_forward, self._base.forward = self._base.forward, tempered
 
     @torch.no_grad()
     def _forward(self, ids, att):
@@ -106,8 +122,14 @@ class BaseModelTeacher:
 
         trainer = self.trainer
         model = trainer.accelerator.unwrap_model(trainer.model)
-        with use_adapter(model, adapter_name=None):
-            logps, _, _ = trainer._get_per_token_logps_and_entropies(trainer.model, ids, att, ids.size(1) - 1)
+        tempered = self._base.forward
+        if self._untempered_forward is not None:
+            self._base.forward = self._untempered_forward
+        try:
+            with use_adapter(model, adapter_name=None):
+                logps, _, _ = trainer._get_per_token_logps_and_entropies(trainer.model, ids, att, ids.size(1) - 1)
+        finally:
+            self._base.forward = tempered
         return logps
 
     def score(self, sequences, prompt_lengths):

@@ -8,6 +8,7 @@ holds the state). `submit` runs requests on a background thread so they overlap 
 from __future__ import annotations
 
 import math
+import re
 import time
 from concurrent.futures import Future, ThreadPoolExecutor
 from functools import partial
@@ -15,38 +16,62 @@ from functools import partial
 from arc_trl.teacher.base import TeacherUnavailableError
 
 
+def _bounded_client(base_url: str, timeout_s: float):
+    """TRL's `VLLMClient` whose every request, the first connection included, is bounded by `timeout_s`.
+
+    `VLLMClient.__init__` polls /health with `requests.get` (no timeout: a hung server hangs it) and then reads
+    /v1/models through a session whose urllib3 retries back off for about a minute. We override its `check_server`
+    hook, which `__init__` calls before any other request, to set the session up first (a timeout on every request,
+    no hidden retries: `ServerTeacher.score` does its own bounded retries) and to poll /health until `timeout_s`.
+    """
+    import requests
+    from requests.adapters import HTTPAdapter
+    from trl.generation.vllm_client import VLLMClient
+
+    class BoundedVLLMClient(VLLMClient):
+        def check_server(self, total_timeout: float = 0.0, retry_interval: float = 1.0) -> None:
+            for prefix in ("http://", "https://"):
+                self.session.mount(prefix, HTTPAdapter(max_retries=0, pool_maxsize=8))
+            self.session.request = partial(self.session.request, timeout=timeout_s)
+            url = f"{self.base_url}/health"
+            deadline = time.monotonic() + timeout_s
+            while True:
+                try:
+                    response = self.session.get(url, timeout=max(deadline - time.monotonic(), 0.1))
+                    if response.status_code == 200:
+                        return
+                    last = f"HTTP {response.status_code}"
+                except requests.RequestException as exc:  # keep the root cause, e.g. "[Errno 111] Connection refused"
+                    errno = re.search(r"\[Errno -?\d+\] [^'\")]+", str(exc))
+                    last = errno.group(0) if errno else type(exc).__name__
+                if time.monotonic() + retry_interval > deadline:
+                    raise ConnectionError(f"{url}: {last}")
+                time.sleep(retry_interval)
+
+    return BoundedVLLMClient(base_url=base_url, connection_timeout=timeout_s)
+
+
 class ServerTeacher:
+    """Scores sequences with a vLLM server's prompt log-probs: the teacher's own distribution (temperature 1).
+
+    vLLM applies no temperature to prompt log-probs (whatever `temperature` or `--logprobs-mode` say), and the
+    in-process teachers match that: docs/opd.md ("Temperature") explains the choice.
+    """
+
     overlaps_generation = True  # requests run on a background thread while the rollout goes on
 
-    def __init__(
-        self,
-        base_url: str,
-        temperature: float = 1.0,
-        timeout_s: float = 300.0,
-        max_retries: int = 3,
-        batch_size: int = 8,
-        connect_timeout_s: float = 60.0,
-    ) -> None:
-        from trl.generation.vllm_client import VLLMClient
-
+    def __init__(self, base_url: str, timeout_s: float = 300.0, max_retries: int = 3, batch_size: int = 8) -> None:
+        """`timeout_s` bounds every request, and also the wait for the server to answer at start."""
         self.base_url = base_url
-        self.temperature = temperature
         self.max_retries = max_retries
         self.batch_size = batch_size
         try:
-            self.client = VLLMClient(base_url=base_url, connection_timeout=connect_timeout_s)
+            self.client = _bounded_client(base_url, timeout_s)
         except Exception as exc:  # ConnectionError after the timeout, or a malformed answer
             raise TeacherUnavailableError(
-                f"teacher server at {base_url} is not reachable ({exc}). Start it first, e.g. "
-                f"`vllm serve TEACHER --port PORT`, and set teacher_server_url."
+                f"teacher server at {base_url} is not reachable within teacher_timeout_s={timeout_s:g} s ({exc}). "
+                "Start it first, e.g. `vllm serve TEACHER --port PORT`, and set teacher_server_url."
             ) from exc
-        # VLLMClient's session has no request timeout (a hung server must not hang training) and its own urllib3
-        # retries back off for a minute per call; ours below are the only, bounded, retries.
-        from requests.adapters import HTTPAdapter
-
-        for prefix in ("http://", "https://"):
-            self.client.session.mount(prefix, HTTPAdapter(max_retries=0, pool_maxsize=8))
-        self.client.session.request = partial(self.client.session.request, timeout=timeout_s)
         self._pool = ThreadPoolExecutor(max_workers=2, thread_name_prefix="teacher")
 
     def score(self, sequences, prompt_lengths):
@@ -57,7 +82,6 @@ class ServerTeacher:
                     sequences,
                     prompt_lengths,
                     top_logprobs=0,
-                    temperature=self.temperature,
                     chunk_size=self.batch_size,
                 )
                 return [

@@ -3,12 +3,15 @@
 It overrides as little as possible:
 - `__init__` wires the pieces (sandbox pool, `ArcRollout` as TRL's `rollout_func`, reward functions, teacher).
 - `_generate_and_score_completions` (TRL's hook between generation and the loss) hands the dataset rows to the
-  rollout, then adds the teacher term to the advantages, the loss-mask check, episode metrics and rollout dumps.
+  rollout, then masks budget-ended episodes like truncated ones, adds the teacher term to the advantages, the
+  loss-mask check, episode metrics and rollout dumps.
 - `_calculate_rewards` adds reward min/max to TRL's reward metrics.
 - `_save_checkpoint` keeps the checkpoints a callback protects (the collapse guard's last ok one) out of the
   `save_total_limit` rotation.
 - `compute_loss` only toggles TRL's `beta` for the `reverse_kl` teacher loss (TRL's own KL term, teacher in place of
   the reference model).
+- `_generate` and `training_step` are only timed for the step-time budget (`time/*`, `step_timing.py`), as are the
+  sandbox pool, `vllm_generation.sync_weights` and the optimizer step (through `StepBudgetCallback`).
 Everything else (sampling, weight sync, clipping, logging, checkpointing) is TRL's.
 """
 
@@ -19,12 +22,23 @@ import os
 from typing import Any
 
 import torch
+from transformers import TrainerCallback
 from trl import GRPOConfig, GRPOTrainer
 
+from arc_trl.chat_template import end_of_turn_id
 from arc_trl.collapse.signals import episode_repetition
 from arc_trl.config import ArcConfig
 from arc_trl.opd import opd_advantages, teacher_log_ratio, teacher_stats
 from arc_trl.rollout.arc_rollout import ArcRollout, RolloutSettings
+from arc_trl.trainer.sampling_mismatch import importance_sampling_hits, mismatch_counts
+from arc_trl.trainer.step_timing import (
+    StepClock,
+    TimedPool,
+    count_model_params,
+    peak_flops_per_device,
+    step_metrics,
+    timed_method,
+)
 
 
 class EmptyLossMaskError(RuntimeError):
@@ -47,7 +61,10 @@ class ArcGRPOTrainer(GRPOTrainer):
         teacher=None,
     ) -> None:
         from arc_trl.rewards.trl_rewards import make_reward_funcs
-        from arc_trl.sandbox import SandboxConfig, SandboxPool
+        from arc_trl.sandbox import SandboxPool
+        from arc_trl.trl_compat import use_torch_logprob_on_cpu
+
+        use_torch_logprob_on_cpu()  # TRL 1.15 on CPU only (arc_trl/trl_compat.py)
 
         self.arc_config = arc = arc_config
         if arc.teacher_loss == "reverse_kl" and arc.teacher_tau > 0 and args.beta != 0.0:
@@ -64,21 +81,17 @@ class ArcGRPOTrainer(GRPOTrainer):
             reward_funcs, weights = make_reward_funcs(arc.reward_mode, arc.agent_mode, arc.log_reward_components)
             if args.reward_weights is None:
                 args.reward_weights = weights
-        self.sandbox_pool = sandbox_pool or SandboxPool(
-            num_workers=arc.sandbox_workers,
-            config=SandboxConfig(
-                timeout_s=arc.sandbox_timeout_s,
-                memory_mb=arc.sandbox_memory_mb,
-                max_output_chars=arc.sandbox_max_output_chars,
-            ),
-        )
+        self.sandbox_pool = sandbox_pool or SandboxPool(num_workers=arc.sandbox_workers, config=arc.sandbox_config())
+        self.step_clock = StepClock()
+        self._step_tokens = {"generated": 0.0, "trained": 0.0, "no_grad": 0.0}
         self.rollout = ArcRollout(
-            self.sandbox_pool,
+            TimedPool(self.sandbox_pool, self.step_clock),
             RolloutSettings(
                 agent_mode=arc.agent_mode,
                 max_turns=arc.max_turns,
                 max_tokens_per_turn=arc.max_tokens_per_turn,
                 max_completion_length=args.max_completion_length,
+                scheduling=arc.rollout_scheduling,
             ),
         )
         self._rollout_inputs: list[dict[str, Any]] | None = None
@@ -94,12 +107,20 @@ class ArcGRPOTrainer(GRPOTrainer):
             peft_config=peft_config,
             rollout_func=self.rollout,
         )
+        # Fail now, not at the first rollout, when generation would not stop at the template's end of turn.
+        end_of_turn_id(self.processing_class, self.eos_token_ids, **(self.chat_template_kwargs or {}))
         self.teacher = teacher if teacher is not None else self._build_teacher()
         if self.teacher is not None and arc.teacher_loss == "reverse_kl":
             self._teacher_kl_coef = arc.teacher_tau
         self._teacher_jobs: list[tuple[list[int], Any]] = []
         if self.teacher is not None and getattr(self.teacher, "overlaps_generation", False):
             self.rollout.on_finished = self._submit_teacher_job  # score finished episodes while others generate
+        if self.use_vllm:  # TRL calls it from _generate, _generate_single_turn and VLLMGeneration.generate (sleep mode)
+            timed_method(self.vllm_generation, "sync_weights", self.step_clock, "weight_sync")
+        self._num_params = count_model_params(self.model)
+        peak = peak_flops_per_device(arc.peak_tflops, self.accelerator.device)
+        self._peak_flops_total = None if peak is None else peak * self.accelerator.num_processes
+        self.add_callback(StepBudgetCallback(self))
 
     # ------------------------------------------------------------------------------------------------ teacher setup
     def _build_teacher(self):
@@ -116,18 +137,26 @@ class ArcGRPOTrainer(GRPOTrainer):
                 pad_token_id=self.processing_class.pad_token_id,
                 accelerator=self.accelerator,
                 dtype=self.model.dtype,
-                temperature=self.temperature,
                 batch_size=arc.teacher_batch_size,
             )
         return ServerTeacher(
             arc.teacher_server_url,
-            temperature=self.temperature,
             timeout_s=arc.teacher_timeout_s,
             max_retries=arc.teacher_max_retries,
             batch_size=arc.teacher_batch_size,
         )
 
     # ------------------------------------------------------------------------------------------------ TRL hooks
+    def _generate(self, prompts):
+        # TRL's hook around weight sync + rollout_func (+ token counting): the `generate` bucket of the step budget
+        with self.step_clock.phase("generate"):
+            return super()._generate(prompts)
+
+    def training_step(self, model, inputs, num_items_in_batch):
+        # TRL's training_step: generation + scoring (once per generation batch) and forward + backward
+        with self.step_clock.phase("train"):
+            return super().training_step(model, inputs, num_items_in_batch)
+
     def _generate_and_score_completions(self, inputs):
         self._rollout_inputs = inputs
         self._teacher_jobs = []
@@ -137,7 +166,15 @@ class ArcGRPOTrainer(GRPOTrainer):
             self._rollout_inputs = None
         mode = "train" if self.model.training else "eval"
         episodes = self.rollout.last_episodes
+        if self.mask_truncated_completions:
+            self._mask_truncated_episodes(output, episodes)
         self._log_episode_metrics(mode, episodes, output)
+        self._log_sampling_mismatch(mode, output)
+        if mode == "train" and self.step_clock.is_open:
+            batch_tokens = float(output["prompt_mask"].sum() + output["completion_mask"].sum())
+            no_grad_forwards = int(output.get("old_per_token_logps") is not None) + int(self.beta != 0.0)
+            self._step_tokens["generated"] += float(sum(ep.num_model_tokens for ep in episodes))
+            self._step_tokens["no_grad"] += no_grad_forwards * batch_tokens
         if self.arc_config.check_loss_mask:
             self._check_loss_mask(output, episodes)
         if self.teacher is not None:
@@ -157,6 +194,8 @@ class ArcGRPOTrainer(GRPOTrainer):
         return rewards_per_func
 
     def compute_loss(self, model, inputs, return_outputs=False, num_items_in_batch=None):
+        if self.model.training and self.step_clock.is_open:  # the tokens this forward + backward attends to
+            self._step_tokens["trained"] += float(inputs["prompt_mask"].sum() + inputs["completion_mask"].sum())
         if not self._teacher_kl_coef:
             return super().compute_loss(model, inputs, return_outputs, num_items_in_batch)
         saved_beta, self.beta = self.beta, self._teacher_kl_coef
@@ -171,6 +210,19 @@ class ArcGRPOTrainer(GRPOTrainer):
         if "tool_mask" in output:
             mask = mask * output["tool_mask"]
         return mask
+
+    def _mask_truncated_episodes(self, output, episodes) -> None:
+        """Extend TRL's `mask_truncated_completions` to every episode cut by a token limit (`Episode.truncated`).
+
+        TRL masks a completion whose last token is not EOS. An episode ended by the budget ("budget": its last turn
+        ended, but the environment's reply did not fit) ends with EOS yet is cut all the same. Its rows are zeroed
+        as TRL zeroes truncated ones (completion_mask and tool_mask) and `num_items_in_batch` is recounted."""
+        cut = torch.tensor([ep.truncated for ep in episodes], device=output["completion_mask"].device)
+        keep = (~cut).unsqueeze(1).to(output["completion_mask"].dtype)
+        output["completion_mask"] = output["completion_mask"] * keep
+        if output.get("tool_mask") is not None:
+            output["tool_mask"] = output["tool_mask"] * keep
+        output["num_items_in_batch"] = self.accelerator.gather(self._loss_mask(output).sum()).sum()
 
     def _check_loss_mask(self, output, episodes) -> None:
         if output["num_items_in_batch"].item() > 0:
@@ -211,6 +263,10 @@ class ArcGRPOTrainer(GRPOTrainer):
 
     def _submit_teacher_job(self, episodes) -> None:
         """Start scoring episodes that just finished (a teacher server works while generation goes on)."""
+        with self.step_clock.phase("teacher"):
+            self._submit_teacher_job_now(episodes)
+
+    def _submit_teacher_job_now(self, episodes) -> None:
         rows = self._rollout_inputs
         prompts_t = [self._teacher_prompt_ids(rows[ep.index], ep) for ep in episodes]
         sequences = [p + ep.completion_ids for p, ep in zip(prompts_t, episodes)]
@@ -231,7 +287,8 @@ class ArcGRPOTrainer(GRPOTrainer):
 
     def _apply_teacher(self, mode, inputs, episodes, output) -> None:
         arc = self.arc_config
-        scores = self._teacher_scores(inputs, episodes)
+        with self.step_clock.phase("teacher"):  # in-process forwards, or the wait for a teacher server's results
+            scores = self._teacher_scores(inputs, episodes)
         completion_ids = output["completion_ids"]
         teacher_logps = torch.full(completion_ids.shape, float("nan"), device=completion_ids.device)
         for i, row in enumerate(scores):
@@ -261,6 +318,46 @@ class ArcGRPOTrainer(GRPOTrainer):
                                "teacher_clipped_frac"), (totals[:-1] / n).tolist()):
             self._metrics[mode][key].append(value)
 
+    def _log_sampling_mismatch(self, mode, output) -> None:
+        """Share of model tokens / episodes that TRL's vLLM importance-sampling correction masks or clips."""
+        if not (self.use_vllm and self.vllm_importance_sampling_correction):
+            return
+        trainer_logps, sampler_logps = output.get("old_per_token_logps"), output.get("sampling_per_token_logps")
+        if trainer_logps is None or sampler_logps is None:
+            return
+        model_mask = self._loss_mask(output)
+        masked, clipped = importance_sampling_hits(
+            trainer_logps, sampler_logps, model_mask, self.vllm_importance_sampling_mode,
+            self.vllm_importance_sampling_clip_min, self.vllm_importance_sampling_clip_max,
+        )
+        c = mismatch_counts(masked, clipped, model_mask)
+        local = torch.tensor(
+            [c.model_tokens, c.masked_tokens, c.clipped_tokens, c.episodes, c.masked_episodes, c.clipped_episodes],
+            dtype=torch.float64, device=self.accelerator.device,
+        )
+        t = self.accelerator.gather(local.unsqueeze(0)).sum(dim=0).tolist()
+        metrics = self._metrics[mode]
+        metrics["sampling/masked_frac"].append(t[1] / t[0] if t[0] else 0.0)
+        metrics["sampling/clipped_frac"].append(t[2] / t[0] if t[0] else 0.0)
+        metrics["sampling/masked_episode_frac"].append(t[4] / t[3] if t[3] else 0.0)
+        metrics["sampling/clipped_episode_frac"].append(t[5] / t[3] if t[3] else 0.0)
+
+    # ------------------------------------------------------------------------------------------------ step budget
+    def _begin_step_budget(self) -> None:
+        self._step_tokens = dict.fromkeys(self._step_tokens, 0.0)
+        self.step_clock.begin()
+
+    def _end_step_budget(self) -> None:
+        times = self.step_clock.end()
+        if not times:
+            return
+        local = torch.tensor([self._step_tokens[k] for k in ("generated", "trained", "no_grad")],
+                             dtype=torch.float64, device=self.accelerator.device)
+        generated, trained, no_grad = self.accelerator.gather(local.unsqueeze(0)).sum(dim=0).tolist()
+        metrics = step_metrics(times, generated, trained, no_grad, self._num_params, self._peak_flops_total)
+        for key, value in metrics.items():
+            self._metrics["train"][key].append(value)
+
     def _log_episode_metrics(self, mode, episodes, output) -> None:
         if not episodes:
             return
@@ -275,7 +372,7 @@ class ArcGRPOTrainer(GRPOTrainer):
                 n,
                 sum(ep.outcome.num_turns for ep in episodes),
                 sum(ep.outcome.submitted for ep in episodes),
-                sum(ep.finish_reason == "truncated" for ep in episodes),
+                sum(ep.truncated for ep in episodes),  # cut turns and budget endings
                 sum(ep.outcome.code_found for ep in episodes),
                 runs,
                 sum(ep.outcome.num_errors for ep in episodes),
@@ -296,6 +393,8 @@ class ArcGRPOTrainer(GRPOTrainer):
         metrics["episode/turns"].append(t[1] / t[0])
         metrics["episode/submit_rate"].append(t[2] / t[0])
         metrics["episode/truncated_rate"].append(t[3] / t[0])
+        if metrics.get("completions/clipped_ratio"):  # TRL's value (last token not EOS) misses budget endings
+            metrics["completions/clipped_ratio"][-1] = t[3] / t[0]
         metrics["episode/code_found_rate"].append(t[4] / t[0])
         metrics["sandbox/error_rate"].append(t[6] / t[5] if t[5] else 0.0)
         metrics["sandbox/timeout_rate"].append(t[7] / t[5] if t[5] else 0.0)
@@ -343,7 +442,9 @@ class ArcGRPOTrainer(GRPOTrainer):
                     "prompt_ids": ep.prompt_ids,
                     "completion_ids": ep.completion_ids,
                     "env_mask": ep.env_mask,
-                    "sampler_logprobs": ep.logprobs,
+                    "sampler_logprobs": None if ep.logprobs is None else [
+                        None if lp != lp else lp for lp in ep.logprobs  # NaN (no sampler value) -> null: valid JSON
+                    ],
                     "reward": None if rewards is None else float(rewards[i]),
                     "advantage": adv.tolist() if adv.dim() else float(adv),
                     "outcome": ep.outcome.to_dict(),
@@ -360,3 +461,27 @@ def _valid_prediction(outcome) -> bool:
     """A grid for every test input (the seeds' "valid outputs")."""
     predictions = outcome.test_predictions
     return bool(predictions) and all(p is not None for p in predictions)
+
+
+class StepBudgetCallback(TrainerCallback):
+    """Opens and closes the trainer's `StepClock` around each optimizer step and charges the optimizer step itself
+    (Trainer's `on_pre_optimizer_step` .. `on_optimizer_step`) to `train`."""
+
+    def __init__(self, trainer: ArcGRPOTrainer) -> None:
+        self.trainer = trainer
+        self._optimizer_phase = None
+
+    def on_step_begin(self, args, state, control, **kwargs):
+        self.trainer._begin_step_budget()
+
+    def on_pre_optimizer_step(self, args, state, control, **kwargs):
+        self._optimizer_phase = self.trainer.step_clock.phase("train")
+        self._optimizer_phase.__enter__()
+
+    def on_optimizer_step(self, args, state, control, **kwargs):
+        if self._optimizer_phase is not None:
+            self._optimizer_phase.__exit__(None, None, None)
+            self._optimizer_phase = None
+
+    def on_step_end(self, args, state, control, **kwargs):
+        self.trainer._end_step_budget()

@@ -2,13 +2,17 @@
 
 Layers, strongest first (docs/sandbox.md says exactly what each one guarantees):
 
-1. `set_limits`: setrlimit caps on address space, CPU seconds of the whole session, file size, open files, core dumps
-   and (for non-root users) processes.
+1. `set_limits`: setrlimit caps on address space, CPU seconds of the whole session, file size, open files, core dumps,
+   nice / real-time priority and (for non-root users) processes. `isolate_work_dir`: the working directory is a
+   private tmpfs limited in bytes and files, in a mount + SysV IPC namespace of the session alone.
+   `drop_capabilities`: a root trainer's child keeps uid 0 but no capability.
 2. `install_landlock` (Linux >= 5.13 with Landlock enabled): the kernel refuses file access outside the session's
    working directory and the read-only Python/numpy code directories, TCP bind/connect (ABI >= 4), and signals to
    processes outside the sandbox (ABI >= 6).
 3. `install_seccomp` (x86-64 only): the kernel refuses socket creation, fork/exec (threads only when allowed),
-   signals to other processes, ptrace/process_vm_*, raising resource limits, io_uring, bpf, mount and friends.
+   signals to other processes, ptrace/process_vm_*, raising resource limits, io_uring, bpf, mount and friends,
+   scheduling/priority changes of other processes, setting the clock, SysV IPC / POSIX message queues and the
+   immutable-file ioctls.
 4. `install_audit_hook`: a Python audit hook (PEP 578) that refuses imports outside the standard library and the
    allowed packages, file access outside the allowed directories, network, processes, ctypes and a few more.
    It gives clear error messages, but determined code can bypass audit hooks; layers 1-3 do not depend on it.
@@ -78,10 +82,99 @@ def set_limits(memory_mb: int, session_cpu_s: int, max_file_mb: int, max_open_fi
     cap("RLIMIT_FSIZE", max_file_mb * 1024 * 1024)
     cap("RLIMIT_NOFILE", max_open_files)
     cap("RLIMIT_CORE", 0)
+    cap("RLIMIT_NICE", 0)  # no lower nice value (raising one's own nice value stays allowed)
+    cap("RLIMIT_RTPRIO", 0)  # no real-time scheduling
     if no_new_tasks:
         cap("RLIMIT_NPROC", 0)  # no fork and no thread for non-root users (root ignores RLIMIT_NPROC)
     signal.signal(signal.SIGXFSZ, signal.SIG_IGN)  # writes past RLIMIT_FSIZE fail with EFBIG instead of killing
     return applied
+
+
+# --------------------------------------------------------------------------------------------------------------------
+# 1b. private namespaces: a size- and inode-limited tmpfs as working directory, a private SysV IPC namespace
+
+CLONE_NEWNS, CLONE_NEWIPC, CLONE_NEWUSER = 0x00020000, 0x08000000, 0x10000000
+_MS_NOSUID, _MS_NODEV, _MS_NOEXEC, _MS_REC, _MS_PRIVATE = 0x2, 0x4, 0x8, 0x4000, 0x40000
+_libc.mount.argtypes = [ctypes.c_char_p, ctypes.c_char_p, ctypes.c_char_p, ctypes.c_ulong, ctypes.c_char_p]
+
+
+def _unshare(flags: int) -> bool:
+    return _libc.unshare(ctypes.c_int(flags)) == 0
+
+
+def _enter_user_namespace(flags: int) -> bool:
+    """Non-root: a user namespace (mapping our own uid/gid only) gives the right to mount in the new mount namespace."""
+    uid, gid = os.geteuid(), os.getegid()
+    if not _unshare(CLONE_NEWUSER | flags):
+        return False
+    try:
+        for name, text in (("setgroups", "deny"), ("uid_map", f"{uid} {uid} 1"), ("gid_map", f"{gid} {gid} 1")):
+            with open(f"/proc/self/{name}", "w") as f:
+                f.write(text)
+    except OSError:
+        return False
+    return True
+
+
+def isolate_work_dir(work_dir: str, disk_mb: int, max_files: int) -> dict[str, Any]:
+    """Mount a private tmpfs (`disk_mb` MB, `max_files` files and folders) over `work_dir`, in a mount and IPC
+    namespace of this process alone.
+
+    Its content is memory, freed by the kernel when the session's last process ends, so no file tree is ever
+    deleted by hand. Root unshares directly; other users through a user namespace where the kernel allows it.
+    Returns {"disk_quota": bool, "ipc_namespace": bool}; both False when the kernel refused (nothing changed then,
+    or only private namespaces without a mount: harmless).
+    """
+    flags = CLONE_NEWNS | CLONE_NEWIPC
+    done = {"disk_quota": False, "ipc_namespace": False}
+    if not ((os.geteuid() == 0 and _unshare(flags)) or _enter_user_namespace(flags)):
+        return done
+    done["ipc_namespace"] = True
+    if _libc.mount(None, b"/", None, _MS_REC | _MS_PRIVATE, None) != 0:  # nothing propagates to the host
+        return done
+    options = f"size={int(disk_mb)}m,nr_inodes={int(max_files) + 1},mode=0700".encode()  # + 1: the root folder
+    if _libc.mount(b"tmpfs", os.fsencode(work_dir), b"tmpfs", _MS_NOSUID | _MS_NODEV | _MS_NOEXEC, options) != 0:
+        return done
+    done["disk_quota"] = True
+    return done
+
+
+# --------------------------------------------------------------------------------------------------------------------
+# 1c. capabilities (the trainer often runs as root in containers)
+
+_PR_CAPBSET_DROP, _PR_CAP_AMBIENT, _PR_CAP_AMBIENT_CLEAR_ALL = 24, 47, 4
+_LINUX_CAPABILITY_VERSION_3 = 0x20080522
+
+
+class _CapHeader(ctypes.Structure):
+    _fields_ = [("version", ctypes.c_uint32), ("pid", ctypes.c_int)]
+
+
+class _CapData(ctypes.Structure):
+    _fields_ = [("effective", ctypes.c_uint32), ("permitted", ctypes.c_uint32), ("inheritable", ctypes.c_uint32)]
+
+
+def drop_capabilities() -> str:
+    """Drop every capability (bounding, ambient, effective, permitted, inheritable).
+
+    Root keeps its uid (the venv often lives under /root) but loses what makes it root: setting the clock,
+    real-time scheduling or lower nice values, immutable files, reading files it does not own without permission.
+    Returns "dropped", or "none" when there was nothing to drop (non-root), or "failed".
+    """
+    for cap in range(64):
+        _libc.prctl(ctypes.c_int(_PR_CAPBSET_DROP), ctypes.c_ulong(cap), ctypes.c_ulong(0), ctypes.c_ulong(0),
+                    ctypes.c_ulong(0))  # EINVAL past the last capability, EPERM without CAP_SETPCAP: both fine
+    _libc.prctl(ctypes.c_int(_PR_CAP_AMBIENT), ctypes.c_ulong(_PR_CAP_AMBIENT_CLEAR_ALL), ctypes.c_ulong(0),
+                ctypes.c_ulong(0), ctypes.c_ulong(0))
+    header = _CapHeader(_LINUX_CAPABILITY_VERSION_3, 0)
+    data = (_CapData * 2)()
+    if _libc.capget(ctypes.byref(header), ctypes.byref(data)) != 0:
+        return "failed"
+    had_any = any(d.effective or d.permitted for d in data)
+    data = (_CapData * 2)()
+    if _libc.capset(ctypes.byref(header), ctypes.byref(data)) != 0:
+        return "failed"
+    return "dropped" if had_any else "none"
 
 
 # --------------------------------------------------------------------------------------------------------------------
@@ -193,10 +286,27 @@ _X86_64_DENY = {
     "quotactl": 179, "syslog": 103, "mknod": 133, "mknodat": 259, "setuid": 105, "setgid": 106, "setreuid": 113,
     "setregid": 114, "setresuid": 117, "setresgid": 119, "setgroups": 116, "setfsuid": 122, "setfsgid": 123,
     "capset": 126,
+    # the clock of the host
+    "settimeofday": 164, "clock_settime": 227, "adjtimex": 159, "clock_adjtime": 305,
+    # SysV IPC and POSIX message queues: channels between sessions that outlive them
+    "shmget": 29, "shmat": 30, "shmctl": 31, "shmdt": 67, "semget": 64, "semop": 65, "semctl": 66,
+    "semtimedop": 220, "msgget": 68, "msgsnd": 69, "msgrcv": 70, "msgctl": 71, "mq_open": 240, "mq_unlink": 241,
+    "mq_timedsend": 242, "mq_timedreceive": 243, "mq_notify": 244, "mq_getsetattr": 245,
+    # memory placement of other processes
+    "migrate_pages": 256, "move_pages": 279,
 }
 _X86_64_CLONE, _X86_64_CLONE3, _X86_64_PRLIMIT64, _X86_64_PRCTL = 56, 435, 302, 157
 # signal senders whose first argument is a pid / tgid: allowed only towards this process itself
 _X86_64_SELF_ONLY = {"kill": 62, "tkill": 200, "tgkill": 234, "rt_sigqueueinfo": 129, "rt_tgsigqueueinfo": 297}
+# scheduling setters whose first argument is a pid: allowed for 0 (the caller) and this process only
+_X86_64_SCHED_SELF = {"sched_setparam": 142, "sched_setscheduler": 144, "sched_setaffinity": 203,
+                      "sched_setattr": 314}
+# setpriority(which, who, prio) / ioprio_set(which, who, ioprio): only which == "a process", who == 0 or ourselves
+_X86_64_SETPRIORITY, _PRIO_PROCESS = 141, 0
+_X86_64_IOPRIO_SET, _IOPRIO_WHO_PROCESS = 251, 1
+_X86_64_IOCTL = 16
+# ioctl requests refused: FS_IOC_SETFLAGS (64- and 32-bit), FS_IOC_FSSETXATTR (immutable / append-only flags)
+_REFUSED_IOCTLS = (0x40086602, 0x40046602, 0x401C5820)
 
 
 def _build_filter(self_pid: int, allow_threads: bool) -> list[tuple[int, int, int, int]]:
@@ -221,6 +331,19 @@ def _build_filter(self_pid: int, allow_threads: bool) -> list[tuple[int, int, in
     for nr in _X86_64_SELF_ONLY.values():
         block(nr, [(_LD_ABS_W, 0, 0, _arg_lo(0)), (_JEQ_K, 0, 1, self_pid), (_RET_K, 0, 0, _RET_ALLOW),
                    (_RET_K, 0, 0, eperm)])
+    def self_or_zero(arg: int) -> list[tuple[int, int, int, int]]:
+        # pid_t / id_t arguments are 32-bit: the kernel ignores the upper half, so only the lower one is compared
+        return [(_LD_ABS_W, 0, 0, _arg_lo(arg)), (_JEQ_K, 2, 0, 0), (_JEQ_K, 1, 0, self_pid), (_RET_K, 0, 0, eperm),
+                (_RET_K, 0, 0, _RET_ALLOW)]
+
+    for nr in _X86_64_SCHED_SELF.values():
+        block(nr, self_or_zero(0))
+    for nr, which in ((_X86_64_SETPRIORITY, _PRIO_PROCESS), (_X86_64_IOPRIO_SET, _IOPRIO_WHO_PROCESS)):
+        block(nr, [(_LD_ABS_W, 0, 0, _arg_lo(0)), (_JEQ_K, 1, 0, which), (_RET_K, 0, 0, eperm), *self_or_zero(1)])
+    refuse_ioctl = [(_LD_ABS_W, 0, 0, _arg_lo(1))]
+    for i, request in enumerate(_REFUSED_IOCTLS):
+        refuse_ioctl.append((_JEQ_K, len(_REFUSED_IOCTLS) - i, 0, request))
+    block(_X86_64_IOCTL, [*refuse_ioctl, (_RET_K, 0, 0, _RET_ALLOW), (_RET_K, 0, 0, eperm)])
     thread_verdict = _RET_ALLOW if allow_threads else (_RET_ERRNO | errno.EAGAIN)
     block(_X86_64_CLONE, [(_LD_ABS_W, 0, 0, _arg_lo(0)), (_JSET_K, 0, 1, _CLONE_THREAD),
                           (_RET_K, 0, 0, thread_verdict), (_RET_K, 0, 0, eperm)])

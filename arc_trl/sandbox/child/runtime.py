@@ -2,13 +2,16 @@
 
 Requests (JSON, see `wire`):
 
-- `{"op": "exec", "id", "code", "cell", "timeout", "cpu"}`: run code in the session namespace.
-- `{"op": "apply", "id", "split": "train"|"test", "index", "timeout", "cpu"}`: call the namespace's `transform` on a
+- `{"op": "exec", "id", "code", "cell", "cpu", "wall"}`: compile and run code in the session namespace; the reply's
+  `compiled` says whether it compiled (the trainer never parses the code itself).
+- `{"op": "apply", "id", "split": "train"|"test", "index", "cpu", "wall"}`: call the namespace's `transform` on a
   fresh copy of one input grid and validate what it returns.
 
-Each call is limited in-process: a wall-clock timer (SIGALRM) and a CPU timer (SIGPROF) raise `TimeLimitExceeded`
-inside the model code, so the session state survives. The trainer kills the process after a grace period when that
-is not enough (C code that never returns to the interpreter, code that swallows the exception).
+Each call is limited in-process: a CPU timer (SIGPROF after `cpu` seconds of this process's CPU time) and a
+wall-clock backstop (SIGALRM after `wall` seconds, for code that sleeps or blocks) raise `TimeLimitExceeded` inside
+the model code, so the session state survives. Every reply carries `cpu_total`, the process's CPU time so far, which
+the trainer uses to kill the process when its CPU time passes the limit by a grace period anyway (C code that never
+returns to the interpreter, code that swallows the exception).
 """
 
 from __future__ import annotations
@@ -170,13 +173,14 @@ class Session:
         self.limit_kind = "wall_time" if signum == signal.SIGALRM else "cpu_time"
         raise TimeLimitExceeded(self.limit_text if signum == signal.SIGALRM else self.limit_text_cpu)
 
-    def _arm(self, timeout: float, cpu: float) -> None:
+    def _arm(self, cpu: float, wall: float) -> None:
         self.limit_kind = None
-        self.limit_text = f"execution exceeded the time limit of {timeout:g} s (wall clock)"
+        self.limit_text = (f"execution exceeded the wall-clock limit of {wall:g} s (the code was sleeping or "
+                           f"waiting; the CPU time limit is {cpu:g} s)")
         self.limit_text_cpu = f"execution exceeded the CPU time limit of {cpu:g} s"
         signal.signal(signal.SIGALRM, self._on_signal)
         signal.signal(signal.SIGPROF, self._on_signal)
-        signal.setitimer(signal.ITIMER_REAL, timeout, _REPEAT_S)
+        signal.setitimer(signal.ITIMER_REAL, wall, _REPEAT_S)
         signal.setitimer(signal.ITIMER_PROF, cpu, _REPEAT_S)
 
     def _disarm(self) -> None:
@@ -186,12 +190,12 @@ class Session:
 
     # --- running model code
 
-    def _call(self, fn: Callable[[], Any], timeout: float, cpu: float) -> tuple[str, str | None, Any]:
+    def _call(self, fn: Callable[[], Any], cpu: float, wall: float) -> tuple[str, str | None, Any]:
         """Run `fn` as model code: streams redirected, time limited, every exception turned into a status."""
         saved = sys.stdout, sys.stderr
         sys.stdout, sys.stderr = self.stdout, self.stderr
         try:
-            self._arm(timeout, cpu)
+            self._arm(cpu, wall)
             self.in_user = True
             try:
                 return "ok", None, fn()
@@ -237,11 +241,15 @@ class Session:
             compiled = compile(code, name, "exec")
         except (SyntaxError, ValueError, OverflowError, RecursionError, MemoryError) as e:
             self.stderr.write("".join(traceback.format_exception_only(type(e), e)))
-            return self._reply(request, "error", "SyntaxError", start)
+            reply = self._reply(request, "error", "SyntaxError", start)
+            reply["compiled"] = False
+            return reply
         self._remember_source(name, code)
         run = lambda: exec(compiled, self.namespace)  # noqa: S102  (running model code is the point)
-        status, kind, _ = self._call(run, request["timeout"], request["cpu"])
-        return self._reply(request, status, kind, start)
+        status, kind, _ = self._call(run, request["cpu"], request["wall"])
+        reply = self._reply(request, status, kind, start)
+        reply["compiled"] = True
+        return reply
 
     def apply(self, request: dict[str, Any]) -> dict[str, Any]:
         self.stdout.reset()
@@ -261,7 +269,7 @@ class Session:
             except grids.GridError as e:
                 raise InvalidOutput(f"transform returned an invalid grid: {e}") from None
 
-        status, kind, output = self._call(job, request["timeout"], request["cpu"])
+        status, kind, output = self._call(job, request["cpu"], request["wall"])
         reply = self._reply(request, status, kind, start)
         reply["output"] = output if status == "ok" else None
         reply["error"] = None if status == "ok" else _last_line(reply["stderr"]) or status
@@ -279,6 +287,7 @@ class Session:
             "submitted": self.submitted,
             "submit_error": self.submit_error,
             "has_transform": callable(self.namespace.get("transform")),
+            "cpu_total": time.process_time(),
         }
 
     def _remember_source(self, name: str, code: str) -> None:

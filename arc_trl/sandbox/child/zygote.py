@@ -7,8 +7,9 @@ socket (AF_UNIX SOCK_SEQPACKET) for requests from the trainer:
 
 - `{"op": "spawn"}` with one file descriptor attached (SCM_RIGHTS): fork a session child that talks to the trainer over
   that descriptor; reply `{"pid", "work_dir"}`.
-- `{"op": "kill", "pid"}`: SIGKILL the session's process group, reap it, delete its working directory; reply how it
-  ended (`{"exit_code"}` or `{"signal"}`). Only this zygote's own children are ever signalled.
+- `{"op": "kill", "pid"}`: SIGKILL the session's process group, reap it, discard its working directory (see
+  `cleaner`: never a slow delete on this path); reply how it ended (`{"exit_code"}` or `{"signal"}`). Only this
+  zygote's own children are ever signalled.
 - `{"op": "ping"}`.
 
 Because the zygote is exec'd (not forked from the trainer) its memory never holds the trainer's data (test outputs
@@ -24,7 +25,6 @@ import importlib.util
 import json
 import os
 import select
-import shutil
 import signal
 import socket
 import sys
@@ -33,6 +33,7 @@ import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
+import cleaner
 import grids  # noqa: F401  (preloaded for the children)
 import guard
 import runtime
@@ -85,6 +86,7 @@ class Zygote:
         self.parent_pid = os.getppid()
         self.children: dict[int, str] = {}  # pid -> working directory
         self.exited: dict[int, int] = {}  # pid -> wait status, for children that died before the trainer asked
+        self.cleaner = cleaner.Cleaner(options.get("work_root") or tempfile.gettempdir())
         packages = ["numpy", *options.get("allowed_packages", [])]
         for name in (*PRELOAD, *options.get("allowed_packages", [])):
             try:
@@ -106,7 +108,10 @@ class Zygote:
         try:
             while True:
                 events = poller.poll(500)
-                self.reap()
+                try:
+                    self.reap()
+                except Exception:  # noqa: BLE001, S110  a failed cleanup must never stop the server
+                    pass
                 if os.getppid() != self.parent_pid:
                     return  # the trainer died
                 if not events:
@@ -173,21 +178,24 @@ class Zygote:
             os.dup2(null, std)
         os.closerange(3, fd)
         os.closerange(fd + 1, 1 << 16)
+        setup = wire.receive(fd, deadline=time.monotonic() + 60)
+        config = setup["config"]
+        protections: dict = {"pid": os.getpid(), "work_dir": work_dir, "disk_quota": False, "ipc_namespace": False}
+        if config.get("private_tmpfs", True):
+            protections.update(guard.isolate_work_dir(work_dir, int(config["disk_mb"]), int(config["max_files"])))
         os.chdir(work_dir)
         os.environ.clear()
         os.environ.update(HOME=work_dir, TMPDIR=work_dir, PATH="/usr/bin:/bin", LANG="C.UTF-8", TZ="UTC",
                           OPENBLAS_NUM_THREADS="1", OMP_NUM_THREADS="1", MKL_NUM_THREADS="1")
         tempfile.tempdir = work_dir
-        setup = wire.receive(fd, deadline=time.monotonic() + 60)
-        config = setup["config"]
         session = runtime.Session(setup)
         max_threads = int(config["max_threads"])
-        protections: dict = {"pid": os.getpid(), "work_dir": work_dir}
         protections["rlimits"] = guard.set_limits(
             memory_mb=int(config["memory_mb"]), session_cpu_s=int(config["session_cpu_s"]),
             max_file_mb=int(config["max_file_mb"]), max_open_files=int(config["max_open_files"]),
             no_new_tasks=max_threads <= 1)
         protections["landlock"] = guard.install_landlock(self.landlock_paths, [work_dir], DEVICE_FILES)
+        protections["capabilities"] = guard.drop_capabilities()  # before seccomp, which refuses capset
         protections["seccomp"] = guard.install_seccomp(allow_threads=max_threads > 1)
         for name in list(sys.modules):
             if name.partition(".")[0] in guard.DENIED_MODULES:
@@ -233,7 +241,7 @@ class Zygote:
     def forget(self, pid: int) -> None:
         work_dir = self.children.pop(pid, None)
         if work_dir:
-            shutil.rmtree(work_dir, ignore_errors=True)
+            self.cleaner.discard(work_dir)
 
     def reap(self) -> None:
         while True:
@@ -243,13 +251,15 @@ class Zygote:
                 return
             if pid == 0:
                 return
-            if pid in self.children:
+            if pid == self.cleaner.pid:
+                self.cleaner.forget_helper()
+            elif pid in self.children and pid not in self.exited:
                 self.exited[pid] = status
                 try:
                     os.killpg(pid, signal.SIGKILL)  # anything the session left in its process group
                 except OSError:
                     pass
-                shutil.rmtree(self.children[pid], ignore_errors=True)
+                self.cleaner.discard(self.children[pid])
 
     def shutdown(self) -> None:
         for pid in list(self.children):
@@ -261,6 +271,7 @@ class Zygote:
         for pid in list(self.children):
             self.wait(pid, timeout=1.0)
             self.forget(pid)
+        self.cleaner.close(wait_s=2.0)
 
 
 def main() -> None:

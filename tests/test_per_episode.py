@@ -1,0 +1,265 @@
+"""Per-episode scheduling: the same episodes as lock-step, token by token, with episodes advancing on their own."""
+
+from __future__ import annotations
+
+import logging
+from types import SimpleNamespace
+
+import pytest
+from test_rollout import INSPECT, SOLVE, _scripted, check_real_episodes
+
+from arc_trl.data import load_task, render_messages
+from arc_trl.rollout import RolloutSettings, TrainerGenerator, run_episodes
+from arc_trl.rollout.streams import stream_unsupported
+from arc_trl.sandbox import SandboxConfig, SandboxPool
+
+BAD = "```python\nprint(undefined_name)\n```"
+
+
+class ScriptedStream:
+    """The scripted policy behind a request stream whose requests finish out of order: a request takes one
+    `advance` per 8 tokens of its answer, so short turns come back (and re-enter) while long ones still run."""
+
+    def __init__(self, gen):
+        self.gen = gen
+        self.running: dict[int, list] = {}  # key -> [advances left, ids, lps]
+        self.log: list[tuple[str, int, int]] = []  # (event, key, pending requests at that moment)
+        self.closed = False
+
+    def add(self, key, token_ids, max_tokens):
+        [ids], [lps] = self.gen.generate([token_ids], max_tokens)
+        self.running[key] = [len(ids) // 8 + 1, ids, lps]
+        self.log.append(("add", key, len(self.running)))
+
+    def pending(self):
+        return len(self.running)
+
+    def advance(self):
+        done = []
+        for key, entry in list(self.running.items()):
+            entry[0] -= 1
+            if entry[0] <= 0:
+                del self.running[key]
+                done.append((key, entry[1], entry[2]))
+                self.log.append(("done", key, len(self.running)))
+        return done
+
+    def close(self):
+        self.closed = True
+
+
+def _streaming(gen):
+    gen.streams = []
+
+    def open_stream():
+        gen.streams.append(ScriptedStream(gen))
+        return gen.streams[-1]
+
+    gen.open_stream = open_stream
+    return gen
+
+
+@pytest.fixture(scope="module")
+def pool():
+    with SandboxPool(num_workers=2, config=SandboxConfig(timeout_s=2.0)) as p:
+        yield p
+
+
+def _same_episodes(a, b):
+    for x, y in zip(a, b, strict=True):
+        assert x.prompt_ids == y.prompt_ids
+        assert x.completion_ids == y.completion_ids
+        assert x.env_mask == y.env_mask and x.logprobs == y.logprobs and x.turn_spans == y.turn_spans
+        assert x.observations == y.observations and x.finish_reason == y.finish_reason
+        assert x.outcome.to_dict() == y.outcome.to_dict()
+
+
+def test_scripted_per_episode_matches_lockstep_token_by_token(tiny_tokenizer, pool):
+    tasks = [load_task("arc-agi-1/train", i) for i in ("6150a2bd", "67a3c6ac", "68b16354", "74dd1130")]
+    turns = [[INSPECT, SOLVE], [BAD, INSPECT, BAD], [SOLVE], [INSPECT, BAD, INSPECT]]
+    prompts = [render_messages(t, "repl") for t in tasks]
+    settings = RolloutSettings(agent_mode="repl", max_turns=3, max_completion_length=4096)
+    lockstep = run_episodes(tasks, prompts, _scripted(tiny_tokenizer, tasks, turns), tiny_tokenizer, pool, settings)
+
+    sessions = []
+    new_session = pool.new_session
+    pool.new_session = lambda task: sessions.append(new_session(task)) or sessions[-1]
+    finished_batches = []
+    try:
+        gen = _streaming(_scripted(tiny_tokenizer, tasks, turns))
+        per_episode = run_episodes(tasks, prompts, gen, tiny_tokenizer, pool,
+                                   RolloutSettings(**{**vars(settings), "scheduling": "per_episode"}),
+                                   on_finished=lambda eps: finished_batches.append([ep.index for ep in eps]))
+    finally:
+        del pool.new_session
+    _same_episodes(per_episode, lockstep)
+    assert [ep.finish_reason for ep in per_episode] == ["submitted", "max_turns", "submitted", "max_turns"]
+    # every episode reported once, as it ended: the one-turn episode among the first, while 3-turn ones still ran
+    assert sorted(i for batch in finished_batches for i in batch) == [0, 1, 2, 3]
+    assert 2 in finished_batches[0] and not {1, 3} & set(finished_batches[0])
+    [stream] = gen.streams
+    assert stream.closed and all(s.closed for s in sessions) and len(sessions) == 4
+    # a later turn re-entered generation while first turns were still decoding (no lock-step barrier)
+    assert [event for event, _, _ in stream.log[:4]] == ["add"] * 4
+    assert any(pending > 1 for event, _, pending in stream.log[4:] if event == "add")
+
+
+def test_per_episode_closes_sessions_and_stream_on_errors(tiny_tokenizer, pool):
+    task = load_task("arc-agi-1/train", "6150a2bd")
+    gen = _streaming(_scripted(tiny_tokenizer, [task, task], [[INSPECT, SOLVE]] * 2))
+    sessions = []
+    new_session = pool.new_session
+    pool.new_session = lambda t: sessions.append(new_session(t)) or sessions[-1]
+
+    def failing_turn(self, text):
+        raise RuntimeError("sandbox exploded")
+
+    from arc_trl.sandbox import Session
+
+    original = Session.run_turn
+    Session.run_turn = failing_turn
+    try:
+        with pytest.raises(RuntimeError, match="sandbox exploded"):
+            run_episodes([task, task], [render_messages(task, "repl")] * 2, gen, tiny_tokenizer, pool,
+                         RolloutSettings(max_turns=3, max_completion_length=4096, scheduling="per_episode"))
+    finally:
+        Session.run_turn = original
+        del pool.new_session
+    assert gen.streams[0].closed and len(sessions) == 2 and all(s.closed for s in sessions)
+
+
+def test_generators_without_a_stream_fall_back_with_a_reason():
+    eos = SimpleNamespace(eos_token_ids=[0])
+    transformers_trainer = SimpleNamespace(use_vllm=False, **vars(eos))
+    assert "continuous batching" in stream_unsupported(TrainerGenerator(transformers_trainer))
+    tp_trainer = SimpleNamespace(use_vllm=True, vllm_generation=SimpleNamespace(mode="colocate", tensor_parallel_size=2),
+                                 **vars(eos))
+    assert "tensor_parallel_size=2" in stream_unsupported(TrainerGenerator(tp_trainer))
+    server = SimpleNamespace(use_vllm=True, vllm_generation=SimpleNamespace(mode="server", tensor_parallel_size=1,
+                                                                            structured_outputs_regex=None), **vars(eos))
+    assert stream_unsupported(TrainerGenerator(server)) is None
+    with pytest.raises(ValueError, match="rollout scheduling 'async'"):
+        RolloutSettings(scheduling="async")
+
+
+def test_transformers_falls_back_to_lockstep_token_by_token(memorized_model_dir, memorized_task, pool, caplog):
+    """transformers `generate` has no continuous batching: per_episode plays lock-step, says so, same checks."""
+    import torch
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    from arc_trl.rollout import TransformersGenerator
+
+    torch.manual_seed(0)
+    tokenizer = AutoTokenizer.from_pretrained(memorized_model_dir)
+    model = AutoModelForCausalLM.from_pretrained(memorized_model_dir).eval()
+    gen = TransformersGenerator(model, tokenizer, [tokenizer.eos_token_id], batch_size=4, temperature=1.0)
+    calls = []
+    generate = gen.generate
+    gen.generate = lambda seqs, cap: calls.append(len(seqs)) or generate(seqs, cap)
+    prompts = [render_messages(memorized_task, "repl")] * 3
+    settings = RolloutSettings(agent_mode="repl", max_turns=3, max_tokens_per_turn=400, max_completion_length=1500,
+                               scheduling="per_episode")
+    with caplog.at_level(logging.WARNING, logger="arc_trl.rollout.per_episode"):
+        episodes = run_episodes([memorized_task] * 3, prompts, gen, tokenizer, pool, settings)
+    assert calls[0] == 3  # lock-step: the first turn of all episodes in one call
+    check_real_episodes(episodes, prompts, tokenizer, memorized_model_dir)
+
+
+@pytest.fixture(scope="module")
+def memorized_llm(memorized_model_dir):
+    """One CPU vLLM engine shared by this module's vLLM tests."""
+    from vllm import LLM
+
+    from arc_trl.vllm_cpu import make_cpu_weights_reloadable
+    from model_helpers import shutdown_llm
+
+    make_cpu_weights_reloadable()
+    llm = LLM(model=str(memorized_model_dir), dtype="float32", max_model_len=4096, max_num_seqs=8, seed=0,
+              logprobs_mode="processed_logprobs")
+    yield llm
+    shutdown_llm(llm)
+
+
+@pytest.mark.vllm
+@pytest.mark.parametrize("scheduling", ["lockstep", "per_episode"])
+def test_vllm_engine_episodes_token_by_token(memorized_llm, memorized_model_dir, memorized_task, pool, scheduling):
+    """Both schedulers on a standalone CPU vLLM engine (`VLLMGenerator`): multi-turn episodes with code, environment
+    replies and SUBMIT, checked token by token against the chat template and a transformers forward."""
+    from transformers import AutoTokenizer
+
+    from arc_trl.rollout import VLLMGenerator
+
+    tokenizer = AutoTokenizer.from_pretrained(memorized_model_dir)
+    gen = VLLMGenerator(memorized_llm, [tokenizer.eos_token_id], temperature=1.0)
+    prompts = [render_messages(memorized_task, "repl")] * 4
+    settings = RolloutSettings(agent_mode="repl", max_turns=3, max_tokens_per_turn=400, max_completion_length=1500,
+                               scheduling=scheduling)
+    finished = []
+    episodes = run_episodes([memorized_task] * 4, prompts, gen, tokenizer, pool, settings,
+                            on_finished=lambda eps: finished.extend(ep.index for ep in eps))
+    assert sorted(finished) == [0, 1, 2, 3]
+    assert memorized_llm.llm_engine.get_num_unfinished_requests() == 0
+    check_real_episodes(episodes, prompts, tokenizer, memorized_model_dir)
+
+
+@pytest.mark.vllm
+def test_trainer_colocated_engine_per_episode_token_by_token(memorized_llm, memorized_model_dir, memorized_task,
+                                                             pool):
+    """`TrainerGenerator` on TRL's colocated engine (here the shared engine in a stand-in `vllm_generation`): the
+    sampling settings are read from it, including a temporary per-turn cap, and episodes pass the same checks; a
+    budget too small for the episodes truncates them at exactly the budget."""
+    from transformers import AutoTokenizer
+
+    tokenizer = AutoTokenizer.from_pretrained(memorized_model_dir)
+    vg = SimpleNamespace(mode="colocate", tensor_parallel_size=1, structured_outputs_regex=None, llm=memorized_llm,
+                         enable_sleep_mode=False, repetition_penalty=1.0, temperature=1.0, top_p=1.0, top_k=0,
+                         min_p=0.0, logprobs=0, generation_kwargs={})
+    trainer = SimpleNamespace(use_vllm=True, vllm_generation=vg, eos_token_ids=[tokenizer.eos_token_id],
+                              state=SimpleNamespace(global_step=0), _last_loaded_step=0)
+    prompts = [render_messages(memorized_task, "repl")] * 3
+    settings = RolloutSettings(agent_mode="repl", max_turns=3, max_tokens_per_turn=400, max_completion_length=1500,
+                               scheduling="per_episode")
+    episodes = run_episodes([memorized_task] * 3, prompts, TrainerGenerator(trainer), tokenizer, pool, settings)
+    check_real_episodes(episodes, prompts, tokenizer, memorized_model_dir)
+    short = RolloutSettings(**{**vars(settings), "max_completion_length": 60})
+    episodes = run_episodes([memorized_task] * 2, prompts[:2], TrainerGenerator(trainer), tokenizer, pool, short)
+    assert [len(ep.completion_ids) for ep in episodes] == [60, 60]
+    assert all(ep.finish_reason == "truncated" and all(ep.env_mask) for ep in episodes)
+
+
+class ScriptedServerClient:
+    """Stands in for TRL's `VLLMClient` in server mode: `generate` answers one prompt with the scripted policy in
+    the client's reply format, slower for longer answers (requests run concurrently, in threads)."""
+
+    def __init__(self, gen):
+        self.gen = gen
+        self.calls = []
+
+    def generate(self, prompts, max_tokens, **sampling):
+        import time
+
+        self.calls.append(sampling)
+        [ids], [lps] = self.gen.generate(prompts, max_tokens)
+        time.sleep(len(ids) / 2000)
+        return {"prompt_ids": prompts, "completion_ids": [ids], "logprobs": [[[lp] for lp in lps]]}
+
+
+def test_server_mode_per_episode_matches_lockstep(tiny_tokenizer, pool):
+    """Server mode: concurrent single-prompt requests through the trainer's vLLM client settings give the lock-step
+    episodes, token by token, and carry TRL's sampling settings."""
+    tasks = [load_task("arc-agi-1/train", i) for i in ("6150a2bd", "67a3c6ac", "68b16354")]
+    turns = [[INSPECT, SOLVE], [BAD, INSPECT, BAD], [SOLVE]]
+    prompts = [render_messages(t, "repl") for t in tasks]
+    settings = RolloutSettings(agent_mode="repl", max_turns=3, max_completion_length=4096)
+    lockstep = run_episodes(tasks, prompts, _scripted(tiny_tokenizer, tasks, turns), tiny_tokenizer, pool, settings)
+    vg = SimpleNamespace(mode="server", tensor_parallel_size=1, structured_outputs_regex=None, repetition_penalty=1.0,
+                         temperature=0.7, top_p=1.0, top_k=0, min_p=None, logprobs=0, generation_kwargs={"seed": 3})
+    client = ScriptedServerClient(_scripted(tiny_tokenizer, tasks, turns))
+    trainer = SimpleNamespace(use_vllm=True, vllm_generation=vg, eos_token_ids=[tiny_tokenizer.eos_token_id],
+                              state=SimpleNamespace(global_step=0), _last_loaded_step=0, _arc_stream_client=client)
+    episodes = run_episodes(tasks, prompts, TrainerGenerator(trainer), tiny_tokenizer, pool,
+                            RolloutSettings(**{**vars(settings), "scheduling": "per_episode"}))
+    _same_episodes(episodes, lockstep)
+    assert len(client.calls) == 6
+    assert all(c["temperature"] == 0.7 and c["min_p"] == 0.0 and c["generation_kwargs"] == {"seed": 3}
+               and c["n"] == 1 and c["logprobs"] == 0 for c in client.calls)
