@@ -20,6 +20,7 @@ TEACHER_BACKENDS = ("none", "local", "base", "server")
 TEACHER_LOSSES = ("advantage", "reverse_kl")
 PRIVILEGED_INFO = ("none", "solutions", "program")
 ROLLOUT_SCHEDULING = ("lockstep", "per_episode")
+COLLAPSE_ACTIONS = ("off", "warn", "stop", "rollback")
 
 
 @dataclass
@@ -144,6 +145,30 @@ class ArcConfig:
         default=None, metadata={"help": "accelerate config file for the trainer (e.g. accelerate_configs/zero2.yaml)."}
     )
 
+    # --- collapse guard (arc_trl/collapse/, docs/collapse.md) ------------------------------------------------------
+    collapse_guard: str = field(
+        default="warn",
+        metadata={"help": "off | warn (label each step ok/warn/collapse, log why) | stop (save, write the reason to "
+                  "output_dir/collapse_guard_stop.json, exit 3) | rollback (resume from the last ok checkpoint with "
+                  "the learning rate scaled by collapse_lr_scale; after collapse_max_rollbacks, stop)."},
+    )
+    collapse_max_rollbacks: int = field(default=3, metadata={"help": "Rollbacks before the guard stops the run."})
+    collapse_lr_scale: float = field(
+        default=0.5, metadata={"help": "Learning-rate multiplier applied at each rollback (1.0: keep it)."}
+    )
+    collapse_baseline_steps: int = field(
+        default=20, metadata={"help": "The run's first logged steps whose means are the detector's baseline."}
+    )
+    collapse_window: int = field(default=10, metadata={"help": "Logged steps averaged into each current value."})
+    collapse_min_signals: int = field(
+        default=2, metadata={"help": "Rules that must reach collapse level together to label a step `collapse`."}
+    )
+    collapse_thresholds: dict | str | None = field(
+        default=None,
+        metadata={"help": "Per-signal overrides, a mapping (YAML) or JSON: {metric or metric:direction: {warn, "
+                  "collapse, change, floor} or null to drop}. Defaults: arc_trl/collapse/detector.py DEFAULT_RULES."},
+    )
+
     # --- debugging ------------------------------------------------------------------------------------------------
     dump_rollouts: int = field(
         default=0, metadata={"help": "Write this many rollouts per generation step (tokens, masks, rewards) to JSONL."}
@@ -206,5 +231,18 @@ class ArcConfig:
         if self.teacher_backend != "none" and self.teacher_tau == 0:
             # A teacher with zero weight is still scored and logged (teacher_kl), which is useful for monitoring.
             pass
+        self._check_collapse_guard()
         if self.adv_tau == 0 and self.teacher_tau == 0:
             raise ValueError("adv_tau and teacher_tau are both 0: the loss would be empty")
+
+    def _check_collapse_guard(self) -> None:
+        from arc_trl.collapse.settings import detector_settings, parse_thresholds
+
+        if self.collapse_guard not in COLLAPSE_ACTIONS:
+            raise ValueError(f"collapse_guard={self.collapse_guard!r} is not one of {', '.join(COLLAPSE_ACTIONS)}")
+        if self.collapse_max_rollbacks < 0:
+            raise ValueError(f"collapse_max_rollbacks must be >= 0, got {self.collapse_max_rollbacks}")
+        if not 0 < self.collapse_lr_scale <= 1:
+            raise ValueError(f"collapse_lr_scale must be in (0, 1], got {self.collapse_lr_scale}")
+        self.collapse_thresholds = parse_thresholds(self.collapse_thresholds)
+        detector_settings(self)  # validates the rules and window sizes now, not at the first step

@@ -76,6 +76,7 @@ def test_submit_description_parses_and_carries_resources(tmp_path):
     assert sub["request_gpus"] == "4" and sub["request_cpus"] == "20"
     assert sub["request_memory"] == "128G" and sub["request_disk"] == "100G"
     assert sub["max_retries"] == "3" and sub["getenv"] == "true"
+    assert sub["retry_until"] == "ExitCode == 3"  # a collapse-guard stop is not retried
     assert sub["requirements"] == 'TARGET.Machine == "calculon21.das-nano.com"'
     assert sub["arguments"] == "\"scripts/train.py --config 'a b.yaml'\""
     assert sub["environment"] == "\"WANDB_RUN_GROUP=g NOTE='two words'\""

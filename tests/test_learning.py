@@ -13,6 +13,7 @@ over five seed-0 runs (three at `teacher_tau: 0.1`, two at 0.3) and 1.06-3.46 ov
 (docs/learning.md, "Seed study"). Windows of the first 4 steps against the last 8 failed once in a clean clone
 (1.68 -> 1.51): steps 2-4 already learn or draw lucky tasks. teacher_kl falls over the demo's 50 steps but not
 reliably within 16, so here the teacher is only checked to be live (a log-prob for every model token at every step).
+The collapse guard runs in warn mode over the same run and must not label any step `collapse` (no false alarm).
 """
 
 from __future__ import annotations
@@ -51,8 +52,10 @@ def _run(tiny_model_dir, tmp_path, monkeypatch, train) -> None:
          "--output_dir", str(student)])
     sft(["--config", str(DEMO / "sft-teacher.yaml"), "--model_name_or_path", str(student),
          "--output_dir", str(teacher)])
+    # the collapse guard watches this healthy run in warn mode: it must raise no false alarm (docs/collapse.md)
     summary = train(["--config", str(DEMO / "grpo-opd.yaml"), "--model_name_or_path", str(student),
-                     "--teacher_model", str(teacher), "--output_dir", str(run), "--max_steps", str(STEPS)])
+                     "--teacher_model", str(teacher), "--output_dir", str(run), "--max_steps", str(STEPS),
+                     "--collapse_guard", "warn", "--collapse_baseline_steps", "4", "--collapse_window", "4"])
     assert summary["global_step"] == STEPS
 
     logs = [h for h in json.loads((run / "trainer_state.json").read_text())["log_history"] if "reward" in h]
@@ -64,3 +67,11 @@ def _run(tiny_model_dir, tmp_path, monkeypatch, train) -> None:
     assert after > before, f"reward did not rise: step 1 {before:.3f}, mean of the last {LAST} {after:.3f}: {shown}"
     for h in logs:  # the teacher term was live at every step: a teacher log-prob for every model token
         assert h["teacher_missing_frac"] == 0.0 and 0.0 < h["teacher_kl"] < 5.0, h
+
+    verdicts = [json.loads(line) for line in (run / "collapse_guard.jsonl").read_text().splitlines()]
+    verdicts = [v for v in verdicts if v["event"] == "step"]
+    assert [v["step"] for v in verdicts] == list(range(1, STEPS + 1))
+    assert all("episode/repeat_frac" in h and "episode/model_tokens" in h for h in logs)
+    alarms = [(v["step"], v["label"], v["fired"]) for v in verdicts if v["label"] == "collapse"]
+    assert not alarms, f"collapse guard false alarm on a healthy run: {alarms}"
+    assert all(h["collapse_guard/level"] < 2 for h in logs)

@@ -13,6 +13,7 @@ from dataclasses import dataclass, field, fields
 from pathlib import Path
 from typing import Any
 
+from arc_trl.collapse.rollback import COLLAPSE_EXIT_CODE
 from arc_trl.launch.launch_config import gpu_split
 
 try:  # HTCondor >= 23 ships the v2 bindings as `htcondor2`; 25.x has no v1 module any more.
@@ -139,6 +140,8 @@ def build_submit(
         "output": output,
         "error": error,
         "max_retries": str(resources.max_retries),
+        # a run the collapse guard stopped would only collapse again from its latest checkpoint: no retry
+        "retry_until": f"ExitCode == {COLLAPSE_EXIT_CODE}",
         "batch_name": batch_name,
     }
     if resources.requirements:

@@ -17,6 +17,7 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from arc_trl.collapse.rollback import COLLAPSE_EXIT_CODE
 from arc_trl.launch.condor import (
     CondorError,
     CondorResources,
@@ -96,6 +97,8 @@ class RunResult:
         if self.exit_code is None:
             return "not run"
         outcome = "ok" if self.exit_code == 0 else f"FAILED (exit {self.exit_code})"
+        if self.exit_code == COLLAPSE_EXIT_CODE:
+            outcome = f"FAILED (exit {self.exit_code}: collapse guard stop, reason in collapse_guard_stop.json)"
         return f"{outcome} in {self.seconds:.1f} s"
 
 

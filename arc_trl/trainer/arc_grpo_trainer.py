@@ -6,6 +6,8 @@ It overrides as little as possible:
   rollout, then masks budget-ended episodes like truncated ones, adds the teacher term to the advantages, the
   loss-mask check, episode metrics and rollout dumps.
 - `_calculate_rewards` adds reward min/max to TRL's reward metrics.
+- `_save_checkpoint` keeps the checkpoints a callback protects (the collapse guard's last ok one) out of the
+  `save_total_limit` rotation.
 - `compute_loss` only toggles TRL's `beta` for the `reverse_kl` teacher loss (TRL's own KL term, teacher in place of
   the reference model).
 - `_generate` and `training_step` are only timed for the step-time budget (`time/*`, `step_timing.py`), as are the
@@ -24,6 +26,7 @@ from transformers import TrainerCallback
 from trl import GRPOConfig, GRPOTrainer
 
 from arc_trl.chat_template import end_of_turn_id
+from arc_trl.collapse.signals import episode_repetition
 from arc_trl.config import ArcConfig
 from arc_trl.opd import opd_advantages, teacher_log_ratio, teacher_stats
 from arc_trl.rollout.arc_rollout import ArcRollout, RolloutSettings
@@ -363,6 +366,7 @@ class ArcGRPOTrainer(GRPOTrainer):
         runs = sum(ep.outcome.num_code_runs for ep in episodes)
         model_tokens = sum(ep.num_model_tokens for ep in episodes)
         all_tokens = sum(len(ep.completion_ids) for ep in episodes)
+        repetition = [episode_repetition(ep) for ep in episodes]  # collapse signals, model tokens only
         local = torch.tensor(
             [
                 n,
@@ -375,6 +379,11 @@ class ArcGRPOTrainer(GRPOTrainer):
                 sum(ep.outcome.num_timeouts for ep in episodes),
                 all_tokens - model_tokens,
                 all_tokens,
+                sum(r.tokens for r in repetition),
+                sum(r.repeated for r in repetition),
+                sum(r.longest_run for r in repetition),
+                sum(ep.outcome.code_parsed for ep in episodes),
+                sum(_valid_prediction(ep.outcome) for ep in episodes),
             ],
             dtype=torch.float64,
             device=device,
@@ -390,6 +399,30 @@ class ArcGRPOTrainer(GRPOTrainer):
         metrics["sandbox/error_rate"].append(t[6] / t[5] if t[5] else 0.0)
         metrics["sandbox/timeout_rate"].append(t[7] / t[5] if t[5] else 0.0)
         metrics["episode/env_token_frac"].append(t[8] / t[9] if t[9] else 0.0)
+        metrics["episode/model_tokens"].append(t[10] / t[0])
+        metrics["episode/repeat_frac"].append(t[11] / t[10] if t[10] else 0.0)
+        metrics["episode/repeat_run"].append(t[12] / t[0])
+        metrics["episode/code_parsed_rate"].append(t[13] / t[0])
+        metrics["episode/valid_prediction_rate"].append(t[14] / t[0])
+
+    def _save_checkpoint(self, model, trial) -> None:
+        """TRL/transformers' checkpoint save, with the rotation (`save_total_limit`) sparing the checkpoints that a
+        callback's `protected_checkpoints()` names (the collapse guard's last ok checkpoint)."""
+        protected = set().union(*(getattr(cb, "protected_checkpoints", lambda: set())()
+                                  for cb in self.callback_handler.callbacks))
+        limit = self.args.save_total_limit
+        if not protected or not limit or limit <= 0:
+            return super()._save_checkpoint(model, trial)
+        self.args.save_total_limit = None  # rotate below instead, with the protected set
+        try:
+            super()._save_checkpoint(model, trial)
+        finally:
+            self.args.save_total_limit = limit
+        if self.args.should_save:
+            from arc_trl.collapse.checkpoints import rotate_keeping
+
+            keep = protected | ({self.state.best_model_checkpoint} if self.state.best_model_checkpoint else set())
+            rotate_keeping(self._get_output_dir(trial=trial), limit, keep)
 
     def _dump_rollouts(self, episodes, output) -> None:
         """Write the first `dump_rollouts` episodes of this generation batch (tokens, masks, rewards) to JSONL."""
@@ -422,6 +455,12 @@ class ArcGRPOTrainer(GRPOTrainer):
     def close(self) -> None:
         """Stop the sandbox processes (also done at interpreter exit)."""
         self.sandbox_pool.close()
+
+
+def _valid_prediction(outcome) -> bool:
+    """A grid for every test input (the seeds' "valid outputs")."""
+    predictions = outcome.test_predictions
+    return bool(predictions) and all(p is not None for p in predictions)
 
 
 class StepBudgetCallback(TrainerCallback):
