@@ -198,6 +198,7 @@ def test_tiny_cpu_config_end_to_end_with_colocated_vllm(memorized_model_dir, mem
         "--max_tokens_per_turn", "400", "--max_completion_length", "1200", "--max_turns", "3",
         "--vllm_max_model_length", "2560", "--max_prompt_tokens", "1600",
         # a narrow IS band, so that TRL's correction masks some tokens and sampling/masked_frac has something to count
+        "--rollout_scheduling", "per_episode",  # the per-episode scheduler against TRL's real colocated engine
         "--vllm_importance_sampling_mode", "token_mask", "--vllm_importance_sampling_clip_min", "0.999",
         "--vllm_importance_sampling_clip_max", "1.001",
     ])

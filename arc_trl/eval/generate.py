@@ -286,8 +286,8 @@ def add_generate_arguments(parser: argparse.ArgumentParser) -> argparse.Argument
       help="token budget of an episode, model + environment tokens (default 1024)")
     p("--max-prompt-tokens", type=int, default=None, help="skip tasks whose prompt is longer than this")
     p("--rollout-scheduling", choices=("lockstep", "per_episode"), default=None,
-      help="per_episode (default): each episode advances on its own (vLLM backend; transformers falls back to "
-           "lockstep), or lockstep: each turn, all episodes of a batch generate together")
+      help="lockstep (default): each turn, all episodes of a batch generate together, or per_episode: each "
+           "episode advances on its own (vLLM backend; transformers falls back to lockstep)")
     p("--temperature", type=float, default=None, help="sampling temperature (default 1.0; 0 = greedy)")
     p("--top-p", type=float, default=None, help="default 1.0")
     p("--top-k", type=int, default=None, help="default 0 (off)")

@@ -34,7 +34,7 @@ CONFIGURABLE: dict[str, tuple[str, Any]] = {
     "max_tokens_per_turn": ("max_tokens_per_turn", None),
     "max_completion_length": ("max_completion_length", 1024),
     "max_prompt_tokens": ("max_prompt_tokens", None),
-    "rollout_scheduling": ("rollout_scheduling", "per_episode"),
+    "rollout_scheduling": ("rollout_scheduling", "lockstep"),
     "temperature": ("temperature", 1.0),
     "top_p": ("top_p", 1.0),
     "top_k": ("top_k", 0),

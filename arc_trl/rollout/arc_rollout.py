@@ -47,7 +47,7 @@ class RolloutSettings:
     max_turns: int = 4
     max_tokens_per_turn: int | None = None
     max_completion_length: int = 1024  # episode budget: model + environment tokens
-    scheduling: str = "per_episode"  # per_episode | lockstep (see run_episodes)
+    scheduling: str = "lockstep"  # lockstep | per_episode (see run_episodes)
 
     def __post_init__(self) -> None:
         if self.scheduling not in SCHEDULING:
