@@ -324,5 +324,6 @@ def test_a_restarted_run_keeps_the_lr_and_rollback_count_of_its_checkpoint(tmp_p
 def test_a_sweep_summary_names_a_collapse_stop():
     from arc_trl.launch.launchers import RunResult
 
-    assert "collapse guard stop" in RunResult("r", "new", exit_code=3).describe()
+    assert "collapse guard stop" in RunResult("r", "new", exit_code=3, collapse_stop=True).describe()
+    assert RunResult("r", "new", exit_code=3).describe().startswith("FAILED (exit 3) ")  # exit 3 without the file
     assert RunResult("r", "new", exit_code=1).describe().startswith("FAILED (exit 1)")

@@ -17,7 +17,7 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from arc_trl.collapse.rollback import COLLAPSE_EXIT_CODE
+from arc_trl.collapse.rollback import COLLAPSE_EXIT_CODE, STOP_FILE
 from arc_trl.launch.condor import (
     CondorError,
     CondorResources,
@@ -90,6 +90,7 @@ class RunResult:
     exit_code: int | None = None  # None: skipped, or not run by this launcher (condor)
     seconds: float = 0.0
     gpus: str | None = None
+    collapse_stop: bool = False  # the run's output_dir holds the collapse guard's STOP_FILE
 
     def describe(self) -> str:
         if self.start_status == FINISHED:
@@ -97,7 +98,7 @@ class RunResult:
         if self.exit_code is None:
             return "not run"
         outcome = "ok" if self.exit_code == 0 else f"FAILED (exit {self.exit_code})"
-        if self.exit_code == COLLAPSE_EXIT_CODE:
+        if self.exit_code == COLLAPSE_EXIT_CODE and self.collapse_stop:
             outcome = f"FAILED (exit {self.exit_code}: collapse guard stop, reason in collapse_guard_stop.json)"
         return f"{outcome} in {self.seconds:.1f} s"
 
@@ -168,6 +169,7 @@ class LocalLauncher:
                         else:
                             running[run.name] = process
                     result.exit_code = process.wait() if process else 127
+                    result.collapse_stop = (run.output_dir / STOP_FILE).is_file()
                     with lock:
                         running.pop(run.name, None)
                 result.seconds = time.monotonic() - began
