@@ -50,7 +50,7 @@ def _check_records(records, task, n):
 
 @pytest.mark.vllm
 def test_generate_with_real_vllm_solves_the_memorised_task(memorized_model_dir, memorized_task, task_folder, tmp_path,
-                                                           capsys):
+                                                           capfd):
     """One vLLM-CPU engine: 4 attempts of the memorised model hold code and SUBMIT, replaying them in `score` gives
     the episodes' own predictions, and the task is solved."""
     os.environ.setdefault("VLLM_CPU_KVCACHE_SPACE", "1")
@@ -73,7 +73,8 @@ def test_generate_with_real_vllm_solves_the_memorised_task(memorized_model_dir, 
     assert (out / "pass_at_k.png").exists() and "is_correct" in (out / "metrics.md").read_text()
     run = json.loads((out / SAMPLING_FILE).read_text())["runs"][0]
     assert run["backend"] == "vllm" and run["attempts"] == 4 and run["versions"]["vllm"]
-    assert "| is_correct |" in capsys.readouterr().out  # the metrics table is printed
+    # capfd, not capsys: vLLM 0.31 reads sys.stdout.fileno() when it sets up its process group in this process
+    assert "| is_correct |" in capfd.readouterr().out  # the metrics table is printed
     print(f"vLLM generate: {run['model_tokens']} model tokens in {run['seconds']} s "
           f"({run['model_tokens_per_s']} tokens/s)")
 
