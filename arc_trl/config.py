@@ -180,6 +180,13 @@ class ArcConfig:
         metadata={"help": "Peak FLOP/s of one device in TFLOP/s for the logged MFU (default: a table of known GPUs, "
                   "bf16 dense: H100/H200 989, A100 312; no MFU on CPU without it)."},
     )
+    benchmark_full_turns: bool = field(
+        default=False,
+        metadata={"help": "Measurements only, never training: every model turn generates exactly its token cap and "
+                  "ends with the template's end-of-turn token (vLLM min_tokens + logit_bias), so even a random-init "
+                  "model, which writes no code, produces the config's longest multi-turn episodes (docs/memory.md). "
+                  "Needs use_vllm and rollout_scheduling: lockstep."},
+    )
     check_loss_mask: bool = field(
         default=True, metadata={"help": "Fail loudly when a batch has no trainable (model) tokens."}
     )

@@ -218,6 +218,10 @@ def summarise(trainer, started: float) -> dict:
         "generated_tokens_per_s": ratio_of_sums("tokens/generated", "time/generate"),
         "trained_tokens_per_s": ratio_of_sums("tokens/trained", "time/train"),
         "mfu": mean_of("mfu"),
+        "peak_memory_gib": {  # the run's largest per-step figures (GPU only; docs/metrics.md)
+            key: max((h[f"memory/{key}_gib"] for h in history if f"memory/{key}_gib" in h), default=None)
+            for key in ("peak_allocated", "peak_reserved", "device_peak")
+        },
         "checkpoint": get_last_checkpoint(trainer.args.output_dir) if os.path.isdir(trainer.args.output_dir) else None,
         "rollouts": rollouts if os.path.isdir(rollouts) else None,
         "collapse_rollbacks": getattr(trainer, "collapse_rollbacks", 0),
@@ -248,8 +252,13 @@ def format_step_budget(summary: dict) -> str:
     parts = " + ".join(f"{bucket} {t[bucket]:.2f}" for bucket in BUCKETS if t.get(bucket) is not None)
     mfu = "n/a (no peak FLOP/s known for this device; set peak_tflops)" if summary["mfu"] is None else (
         f"{100 * summary['mfu']:.2f}%")
-    return (f"mean step {t['step']:.2f} s = {parts}; {summary['generated_tokens_per_s'] or 0:.0f} tokens "
+    line = (f"mean step {t['step']:.2f} s = {parts}; {summary['generated_tokens_per_s'] or 0:.0f} tokens "
             f"generated/s, {summary['trained_tokens_per_s'] or 0:.0f} tokens trained/s; MFU {mfu}")
+    memory = summary.get("peak_memory_gib") or {}
+    if memory.get("device_peak") is not None:
+        line += (f"; peak GPU memory {memory['device_peak']:.1f} GiB on the device, torch {memory['peak_allocated']:.1f} "
+                 f"GiB allocated / {memory['peak_reserved']:.1f} GiB reserved")
+    return line
 def train_with_guard(arc: ArcConfig, args: GRPOConfig, make_trainer, resume: str | None):
     """Train, with the collapse guard (docs/collapse.md) when `collapse_guard` is not off: after a collapse, `stop`
     raises `CollapseStopped` (exit status 3, reason in output_dir/collapse_guard_stop.json); `rollback` builds a new

@@ -1,62 +1,97 @@
 #!/usr/bin/env bash
-# The GPU runs behind docs/learning.md ("GPU") and docs/benchmarks.md ("GPU"), on one GPU machine, in a few calls.
+# The GPU runs behind docs/learning.md ("GPU"), docs/benchmarks.md ("GPU") and docs/memory.md, on one GPU machine.
 #
 # The GPU machines have Python 3.12 + torch 2.11 and nothing else we need; vLLM 0.26 (the release that pins torch 2.11)
 # + TRL 1.16 come as the bundle of ../shared/gpu-bundle/build.sh, three parts of <= 56 MiB copied into the
 # git-ignored folders .gpu1/ .gpu2/ .gpu3/ (each call may carry 64 MiB). Back to back on one warm machine:
 #   call 1 (carry .gpu1):  bash benchmarks/gpu_runs.sh stash .gpu1
 #   call 2 (carry .gpu2):  bash benchmarks/gpu_runs.sh stash .gpu2
-#   call 3 (carry .gpu3):  bash benchmarks/gpu_runs.sh policy  $OUT   # unpacks the bundle, then the stage
-#   later calls:           bash benchmarks/gpu_runs.sh learn   $OUT   # (any stage unpacks the bundle if needed)
-# Stages (each fits in one 10-minute call on an H100; outputs in OUT, at most 8 files):
-#   policy   the realistic GPU policy: Qwen3-0.6B shape, SFT student + longer-SFT teacher, held-out evaluation
-#            (scripts/demo_learning.py --configs configs/gpu/learning; models stay in /tmp/arc-gpu/learning)
-#   learn    GRPO + OPD from the student, colocated vLLM, then the held-out evaluation
-#   control  the same run without the teacher (GRPO only), evaluation, results.json for docs/learning.md
-#   mismatch trainer/vLLM mismatch with LoRA, and with token-level IS correction (the full fine-tune is `learn`)
+#   call 3 (carry .gpu3):  bash benchmarks/gpu_runs.sh bg $OUT learning unsloth   # unpacks, starts the queue, watches
+#   later calls:           bash benchmarks/gpu_runs.sh watch $OUT                 # until done or LIMIT s; collects
+# A device call lasts at most 10 minutes, so the long stages run as a background queue (`bg OUT STAGE...`, one after
+# another) that outlives the call; each `watch` call waits for it up to LIMIT seconds and brings back what is
+# finished (OUT: results.json and a tarball of logs, trainer states, metrics and GPU memory samples). A stage may also
+# run in the foreground: `bash benchmarks/gpu_runs.sh STAGE $OUT` (each fits one call, except learning and 8b).
+# Stages:
+#   learning the realistic GPU policy (Qwen3-0.6B shape: SFT student + longer-SFT teacher), GRPO + OPD from the
+#            student (its step budget measured alone on the GPU), the GRPO-only control, held-out evaluations:
+#            scripts/demo_learning.py --configs configs/gpu/learning --ablation --jobs 2 (~25 min on an H100)
+#   policy   only the policy and its evaluations (the first stages of `learning`)
+#   mismatch trainer/vLLM mismatch with LoRA, and with token-level IS correction (the full fine-tune is `learning`)
 #   scheduling  lock-step vs per-episode rollouts vs the continuous-batch floor (benchmarks/scheduling_bench.py)
-#   8b       configs/qwen3-8b-1gpu-colocate.yaml (LoRA, sleep mode) on an 8B-shaped model: memory and step parts
-#   unsloth  unsloth vs plain PEFT on the policy (needs .gpu4/ with the unsloth wheels, see .gpu4/README.txt)
+#   8b       configs/qwen3-8b-1gpu-colocate.yaml (LoRA, sleep mode, 6 turns x 768 tokens) on an 8B-shaped model with
+#            benchmark_full_turns (every turn runs to its cap): peak memory and step parts at the config's lengths
+#   unsloth  unsloth vs plain PEFT on the student (needs .gpu4/ with the unsloth wheels, see .gpu4/README.txt)
 #   zero     trainer benchmark (gpu_trainer_bench.py, Qwen3-0.6B and 8B LoRA shapes) on 1 GPU and, where the
 #            machine has them, DeepSpeed ZeRO-2/3 on 2 and 4 GPUs (needs deepspeed: EXTRA="deepspeed==0.19.8")
 # Back here: python scripts/demo_learning.py --configs configs/gpu/learning --report RESULTS_JSON rewrites the docs.
 set -uo pipefail
 stage=${1:?stage}; out=${2:?output dir or folder}
 export PYTHONUNBUFFERED=1 TOKENIZERS_PARALLELISM=false WANDB_MODE=disabled NCCL_NVLS_ENABLE=0 VLLM_USE_FLASHINFER_SAMPLER=0
-work=/tmp/arc-gpu; learning=$work/learning; mkdir -p "$work"
+work=/tmp/arc-gpu; learning=$work/learning; queue=$work/queue; mkdir -p "$work/logs" "$queue"
 
-if [ "$stage" = stash ]; then  # keep one part of the bundle on the machine until the last part arrives
+if [ "$stage" = stash ]; then  # keep what a call carried on the machine: a part of the bundle, or unsloth's wheels
+  if ls "$out"/*.whl > /dev/null 2>&1; then mkdir -p /tmp/wheels && cp "$out"/* /tmp/wheels/ && ls /tmp/wheels; exit; fi
   mkdir -p /tmp/stash && cp "$out"/part.* /tmp/stash/ && ls -la /tmp/stash; exit
 fi
 mkdir -p "$out"
-if [ ! -d /tmp/site/vllm ]; then
+if [ ! -d /tmp/site/vllm ]; then  # needs the call that carries .gpu3
   if ! ls /tmp/stash/part.* .gpu3/part.* >/dev/null 2>&1; then echo "no vLLM bundle: run the stash calls first"; exit 2; fi
   mkdir -p /tmp/site && cat /tmp/stash/part.* .gpu3/part.* | xz -d -T8 | tar -x -C /tmp/site || exit 2
 fi
 export PYTHONPATH=/tmp/site:$PWD PATH=/tmp/site/bin:$PATH
+
+collect() {  # results, trainer states, evaluation metrics, logs and GPU memory samples -> OUT (the device returns <= 8 files)
+  cp "$learning/results.json" "$out/" 2>/dev/null
+  (cd "$work" && tar -czf "$out/$1-logs.tar.gz" logs queue/log $(ls -d learning/logs learning/results.json \
+    learning/*/trainer_state.json learning/*/run_summary.json learning/eval/*/metrics.json \
+    learning/eval/*/completions.jsonl runs/*/trainer_state.json runs/*/run_summary.json runs/*/*.jsonl bench \
+    2>/dev/null))
+  ls -la "$out"
+}
+
+if [ "$stage" = bg ] || [ "$stage" = watch ]; then
+  if [ "$stage" = bg ]; then  # start the queue (unless it is running): its stages run one after another, detached
+    shift 2
+    if [ -f "$queue/pid" ] && kill -0 "$(cat "$queue/pid")" 2>/dev/null; then echo "the queue is running already"
+    elif [ $# -eq 0 ]; then echo "bg OUT STAGE...: name the stages"; exit 2
+    else
+      setsid nohup nvidia-smi --query-gpu=timestamp,memory.used,utilization.gpu --format=csv -lms 1000 \
+        > "$work/logs/gpu_memory.csv" 2>&1 < /dev/null &
+      printf '%s\n' "$@" > "$queue/stages"
+      setsid nohup env -u LIMIT bash -c 'for s in $(cat "$1/stages"); do echo "== $(date -u +%T) $s"
+          bash benchmarks/gpu_runs.sh "$s" "$1/out-$s" > "$1/$s.out" 2>&1; echo "== $(date -u +%T) $s rc=$?"
+        done; echo "== queue done"' _ "$queue" > "$queue/log" 2>&1 < /dev/null &
+      echo $! > "$queue/pid"; echo "queue started: $*"
+    fi
+  fi
+  deadline=$((SECONDS + ${LIMIT:-560})); last=""; until=${UNTIL:-queue done}  # UNTIL=STAGE: return once it ends
+  while [ $SECONDS -lt $deadline ] && ! grep -qE "queue done|$until rc=" "$queue/log" 2>/dev/null; do
+    now=$(cat "$queue/log" "$work/logs/learning.log" 2>/dev/null | grep -E '^(==|\[demo\])' | tail -1)
+    [ "$now" != "$last" ] && { echo "$(date -u +%T) $now" | cut -c1-220; last=$now; }
+    sleep 10
+  done
+  echo "---- queue"; cat "$queue/log"; for f in "$queue"/*.out; do [ -f "$f" ] && { echo "---- $f"; tail -12 "$f" | cut -c1-400; }; done
+  nvidia-smi --query-gpu=memory.used,memory.total --format=csv,noheader
+  collect queue; exit
+fi
+
 python3 -c "import torch, vllm, trl, transformers, peft; print('torch', torch.__version__, '| vllm', vllm.__version__,
 '| trl', trl.__version__, '| transformers', transformers.__version__, '| peft', peft.__version__)" 2>&1 | grep -v Warning
 echo "== $(date -u) $(nvidia-smi --query-gpu=name,memory.total --format=csv,noheader | head -1)"
 
 run() {  # run NAME SECONDS CMD...: log to $work/logs/NAME.log, print the exit code and the last lines
-  local name=$1 limit=$2; shift 2; mkdir -p "$work/logs"; echo "== $name: $*"; local t=$SECONDS
+  local name=$1 limit=$2; shift 2; echo "== $name: $*"; local t=$SECONDS
   timeout "$limit" "$@" > "$work/logs/$name.log" 2>&1; local rc=$?
   echo "   rc=$rc in $((SECONDS - t)) s"; tail -4 "$work/logs/$name.log" | cut -c1-400
 }
-collect() {  # results, trainer states, evaluation metrics and logs -> OUT (a tarball: the device returns <= 8 files)
-  cp "$learning/results.json" "$out/" 2>/dev/null
-  (cd "$work" && tar -czf "$out/$stage-logs.tar.gz" logs $(cd "$work" && ls -d learning/logs learning/*/trainer_state.json \
-    learning/*/run_summary.json learning/eval/*/metrics.json runs/*/trainer_state.json runs/*/run_summary.json \
-    runs/*/*.jsonl bench/*.json 2>/dev/null))
-  ls -la "$out"
-}
-limit=${LIMIT:-570}  # seconds for the stage's main command (a device call may run 600 s)
+limit=${LIMIT:-570}  # seconds for the stage's main command (a device call may run 600 s; the queue allows more)
 demo=(python3 scripts/demo_learning.py --configs configs/gpu/learning --out "$learning" --resume --no-docs)
 
 case $stage in
-  policy)  run policy "$limit" "${demo[@]}" --until eval-teacher ;;
-  learn)   run learn "$limit" "${demo[@]}" --until eval-grpo-opd ;;
-  control) run control "$limit" "${demo[@]}" --ablation ;;
+  learning) run learning "${LIMIT:-3000}" "${demo[@]}" --ablation --jobs 2 ;;
+  policy)   run policy "$limit" "${demo[@]}" --jobs 2 --until eval-teacher ;;
+  student)  run student "$limit" "${demo[@]}" --until student ;;
   mismatch)  # LoRA beside the full fine-tune of `learn`, and token-level IS beside TRL's sequence-level default
     [ -f "$learning/student/model.safetensors" ] || run policy-sft "$limit" "${demo[@]}" --until teacher
     common=(--config configs/gpu/learning/grpo-opd.yaml --model_name_or_path "$learning/student"
@@ -74,14 +109,17 @@ case $stage in
       --max-completion-length 768 --dtype bfloat16 --gpu-memory-utilization 0.3 --sandbox-workers 8 --repeats 2 \
       --out "$work/bench/scheduling.json"
     ;;
-  8b)
+  8b)  # the config as written (ARC-AGI-1 training tasks, 6 turns x 768 tokens, 3072-token episodes, prompts up to
+    # 4096 tokens); a random 8B shape writes no code, so benchmark_full_turns makes every turn run to its cap
     python3 scripts/build_tiny_model.py --shape qwen3-8b --out "$work/qwen3-8b" --device cuda > /dev/null
-    run 8b-colocate 540 python3 scripts/train.py --config configs/qwen3-8b-1gpu-colocate.yaml \
-      --model_name_or_path "$work/qwen3-8b" --output_dir "$work/runs/8b-colocate" --max_steps 3 --report_to none \
-      --save_strategy no --dataset "synthetic:n=64,seed=0,difficulty=small" --max_prompt_tokens 4096
+    run 8b-colocate "${LIMIT:-900}" python3 scripts/train.py --config configs/qwen3-8b-1gpu-colocate.yaml \
+      --model_name_or_path "$work/qwen3-8b" --output_dir "$work/runs/8b-colocate" --max_steps ${STEPS:-3} \
+      --report_to none --save_strategy no --benchmark_full_turns true --collapse_guard off --seed 0
     ;;
-  unsloth)
-    [ -f .gpu4/README.txt ] || { echo "no .gpu4/ (unsloth wheels)"; exit 2; }
+  unsloth)  # the wheels: .gpu4/ carried by this call, or stashed by an earlier one (`stash .gpu4`)
+    export WHEELS=${WHEELS:-$( [ -f .gpu4/README.txt ] && echo .gpu4 || echo /tmp/wheels )}
+    ls "$WHEELS"/unsloth-*.whl > /dev/null 2>&1 || { echo "no unsloth wheels in .gpu4/ or /tmp/wheels"; exit 2; }
+    [ -f "$learning/student/model.safetensors" ] || run student "$limit" "${demo[@]}" --until student
     export RUNS=${RUNS:-peft_hf unsloth_hf} RUN_TIMEOUT=${RUN_TIMEOUT:-240}
     run unsloth "$limit" \
       bash benchmarks/unsloth_gpu.sh "$learning/student" "$work/bench"
@@ -105,5 +143,4 @@ case $stage in
     ;;
   *) echo "unknown stage $stage"; exit 2 ;;
 esac
-nvidia-smi --query-gpu=memory.used,memory.total --format=csv,noheader
-collect
+collect "$stage"

@@ -8,14 +8,15 @@
 # GRPOTrainer: shows what the import order costs or breaks). Every run uses the same Python path, so both paths
 # train on trl 1.15 + datasets 4.8 (the unsloth extra's set).
 # Packages: the vLLM bundle (shared/gpu-bundle/build.sh) extracted to $SITE (default /tmp/site), and unsloth's wheels
-# from .gpu4/ (.gpu4/README.txt), installed here into /tmp/unsloth_site, which goes first on PYTHONPATH.
+# from .gpu4/ or $WHEELS (.gpu4/README.txt), installed here into /tmp/unsloth_site, which goes first on PYTHONPATH.
 set -uo pipefail
 model=${1:?model dir}; out=${2:?output dir}; mkdir -p "$out"
 steps=${STEPS:-4}; runs=${RUNS:-peft_hf unsloth_hf peft_vllm unsloth_vllm}
 export PYTHONUNBUFFERED=1 TOKENIZERS_PARALLELISM=false WANDB_MODE=disabled HF_HUB_OFFLINE=1 VLLM_USE_FLASHINFER_SAMPLER=0
 export CUDA_VISIBLE_DEVICES=${CUDA_VISIBLE_DEVICES:-0} UNSLOTH_COMPILE_LOCATION=/tmp/unsloth_compiled_cache
-if ls .gpu4/*.whl > /dev/null 2>&1 && [ ! -d /tmp/unsloth_site/unsloth ]; then
-  python3 -m pip install -q --no-index --no-deps --no-compile --target /tmp/unsloth_site .gpu4/*.whl || exit 1
+wheels=${WHEELS:-.gpu4}
+if ls "$wheels"/*.whl > /dev/null 2>&1 && [ ! -d /tmp/unsloth_site/unsloth ]; then
+  python3 -m pip install -q --no-index --no-deps --no-compile --target /tmp/unsloth_site "$wheels"/*.whl || exit 1
 fi
 export PYTHONPATH=/tmp/unsloth_site:${SITE:-/tmp/site}:$PWD
 python3 - <<'EOF' | tee "$out/versions.json"

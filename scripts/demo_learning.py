@@ -62,6 +62,8 @@ class Stage:
     name: str
     command: list[str]
     done_file: Path  # exists once the stage has finished
+    needs: tuple[str, ...] = ()  # stages whose outputs it reads (with --jobs > 1 it starts once they are done)
+    alone: bool = False  # its timings are reported: with --jobs > 1 nothing runs beside it
 
 
 def read_yaml(path: Path) -> dict[str, Any]:
@@ -101,53 +103,102 @@ def plan(out: Path, seed: int, n_heldout: int, n_predictions: int, ablation: boo
     model, student, teacher = out / "model", out / "student", out / "teacher"
     heldout = heldout_spec(n_heldout, configs=configs)
 
-    def evaluate(name: str, model_dir: Path) -> Stage:
+    def evaluate(name: str, model_dir: Path, needs: str) -> Stage:
         folder = out / "eval" / name
         return Stage(f"eval-{name}", [
             py, "scripts/evaluate.py", "generate", "--train-config", str(grpo_config), "--model", str(model_dir),
             "--dataset", heldout, "--output-dir", str(folder), "--n-predictions", str(n_predictions),
             "--seed", str(seed), "--no-progress", *map(str, profile["eval_args"]),
-        ], folder / "metrics.json")
+        ], folder / "metrics.json", needs=(needs,))
 
-    def rl(name: str, *extra: str) -> Stage:
+    def rl(name: str, *extra: str, needs: tuple[str, ...], alone: bool = False) -> Stage:
         return Stage(name, [
             py, "scripts/train.py", "--config", str(grpo_config), "--model_name_or_path", str(student),
             "--teacher_model", str(teacher), "--output_dir", str(out / name), "--seed", str(seed), *extra,
-        ], out / name / "run_summary.json")
+        ], out / name / "run_summary.json", needs=needs, alone=alone)
 
-    def sft(name: str, base: Path, target: Path) -> Stage:
+    def sft(name: str, base: Path, target: Path, needs: str) -> Stage:
         return Stage(name, [py, "scripts/sft.py", "--config", str(configs / f"sft-{name}.yaml"), "--model_name_or_path",
-                            str(base), "--output_dir", str(target), "--seed", str(seed)], target / "model.safetensors")
+                            str(base), "--output_dir", str(target), "--seed", str(seed)], target / "model.safetensors",
+                     needs=(needs,))
 
     stages = [
         Stage("model", [py, "scripts/build_tiny_model.py", "--out", str(model), "--seed", str(seed),
                         *map(str, profile["model_args"])], model / "model.safetensors"),
-        sft("student", model, student),
-        sft("teacher", student, teacher),
-        evaluate("student", student),
-        evaluate("teacher", teacher),
-        rl("grpo-opd"),
-        evaluate("grpo-opd", out / "grpo-opd"),
+        sft("student", model, student, needs="model"),
+        sft("teacher", student, teacher, needs="student"),
+        evaluate("student", student, needs="student"),
     ]
-    if ablation:  # the same run without the teacher term
-        stages += [rl("grpo-only", "--teacher_backend", "none", "--teacher_tau", "0"),
-                   evaluate("grpo-only", out / "grpo-only")]
+    if ablation:  # the same run without the teacher term, listed early: with --jobs 2 it overlaps the evaluations (and
+        # not the teacher's SFT: on one 80 GB GPU the two could not share the memory)
+        stages.append(rl("grpo-only", "--teacher_backend", "none", "--teacher_tau", "0", needs=("student", "teacher")))
+    stages += [
+        evaluate("teacher", teacher, needs="teacher"),
+        rl("grpo-opd", needs=("student", "teacher"), alone=True),  # its step budget is the documented one
+        evaluate("grpo-opd", out / "grpo-opd", needs="grpo-opd"),
+    ]
+    if ablation:
+        stages.append(evaluate("grpo-only", out / "grpo-only", needs="grpo-only"))
     return stages
 
 
-def run_stage(stage: Stage, logs: Path) -> float:
+def start_stage(stage: Stage, logs: Path) -> tuple[subprocess.Popen, float]:
     logs.mkdir(parents=True, exist_ok=True)
-    log = logs / f"{stage.name}.log"
     print(f"[demo] {stage.name}: {' '.join(stage.command[1:])}", flush=True)
-    start = time.time()
-    with open(log, "w") as f:
-        code = subprocess.call(stage.command, stdout=f, stderr=subprocess.STDOUT, cwd=ROOT,
-                               env={**os.environ, "PYTHONUNBUFFERED": "1"})
-    seconds = time.time() - start
+    with open(logs / f"{stage.name}.log", "w") as f:  # the child keeps its own handle
+        process = subprocess.Popen(stage.command, stdout=f, stderr=subprocess.STDOUT, cwd=ROOT,
+                                   env={**os.environ, "PYTHONUNBUFFERED": "1"})
+    return process, time.time()
+
+
+def finish_stage(stage: Stage, code: int, started: float, logs: Path) -> float:
+    seconds = time.time() - started
     if code != 0 or not stage.done_file.exists():
+        log = logs / f"{stage.name}.log"
         tail = "".join(log.read_text(errors="replace").splitlines(keepends=True)[-25:])
         raise SystemExit(f"[demo] stage {stage.name} failed (exit code {code}); last lines of {log}:\n{tail}")
     print(f"[demo] {stage.name} done in {seconds:.0f} s (load average {os.getloadavg()[0]:.1f})", flush=True)
+    return seconds
+
+
+def run_stages(stages: list[Stage], logs: Path, jobs: int = 1, poll_s: float = 1.0) -> dict[str, float]:
+    """Run the stages whose done file is missing; seconds of each stage run. jobs=1: one after another in list order.
+    jobs>1: up to `jobs` at once, each once its `needs` are done, earlier stages first; an `alone` stage waits for the
+    running ones and holds back the later ones, so its timings are its own. A failed stage ends the run (SystemExit,
+    the others are stopped); the finished ones are kept for --resume."""
+    done = {s.name for s in stages if s.done_file.exists()}
+    for name in sorted(done, key=[s.name for s in stages].index):
+        print(f"[demo] {name}: already done ({next(s for s in stages if s.name == name).done_file})")
+    pending = [s for s in stages if s.name not in done]
+    running: dict[str, tuple[Stage, subprocess.Popen, float]] = {}
+    seconds: dict[str, float] = {}
+    try:
+        while pending or running:
+            for stage in list(pending):
+                if len(running) >= jobs or any(r[0].alone for r in running.values()):
+                    break
+                ready = all(n in done for n in stage.needs) if jobs > 1 else not running
+                if ready and stage.alone and running:
+                    break  # wait for the running stages; start nothing after it meanwhile
+                if ready:
+                    pending.remove(stage)
+                    running[stage.name] = (stage, *start_stage(stage, logs))
+                elif jobs == 1:
+                    break
+            if pending and not running:
+                missing = {n for s in pending for n in s.needs} - done - {s.name for s in pending}
+                raise SystemExit(f"[demo] stages {[s.name for s in pending]} need {sorted(missing)}, which no stage makes")
+            time.sleep(poll_s if running else 0)
+            for name, (stage, process, started) in list(running.items()):
+                code = process.poll()
+                if code is not None:
+                    del running[name]
+                    seconds[name] = round(finish_stage(stage, code, started, logs), 1)
+                    done.add(name)
+    finally:
+        for stage, process, _ in running.values():
+            process.terminate()
+            print(f"[demo] stopped {stage.name}", flush=True)
     return seconds
 
 
@@ -170,6 +221,8 @@ def heldout_metrics(folder: Path, reward_mode: str, agent_mode: str) -> dict[str
         "valid_outputs": metrics["valid_outputs"],
         "pixel_score": metrics["pixel_score"],
         "mean_reward": sum(rewards) / len(rewards),
+        "submit_rate": sum(bool(r["outcome"].get("submitted")) for r in records) / len(records),  # SUBMIT(...) called
+        "turns": sum(r["outcome"].get("num_turns", 0) for r in records) / len(records),
     }
 
 
@@ -249,9 +302,11 @@ def results_block(results: dict[str, Any], image_prefix: str = "learning") -> st
     ]
     rows = [("solve rate (pass@1)", "solve_rate", pct), (f"pass@{first['n_attempts'] // first['n_tasks']}",
             "pass_at_k", pct), ("valid submissions", "valid_outputs", pct), ("pixel score", "pixel_score", pct),
-            (f"mean reward ({results['reward_mode']})", "mean_reward", num)]
+            (f"mean reward ({results['reward_mode']})", "mean_reward", num),
+            ("episodes ending in SUBMIT", "submit_rate", pct), ("turns per episode", "turns", lambda x: num(x, 2))]
     for label, key, fmt in rows:
-        lines.append(f"| {label} | " + " | ".join(fmt(ev[k][key]) for k, _ in columns) + " |")
+        if any(ev[k].get(key) is not None for k, _ in columns):  # results written before a metric existed lack it
+            lines.append(f"| {label} | " + " | ".join(fmt(ev[k].get(key)) for k, _ in columns) + " |")
     lines += ["", f"| RL training (first / last {WINDOW} steps) | " + " | ".join(runs) + " |",
               "|---|" + "---|" * len(runs)]
     for label, key, fmt in (("mean reward", "reward", num), ("valid submissions", "valid", pct),
@@ -265,9 +320,11 @@ def results_block(results: dict[str, Any], image_prefix: str = "learning") -> st
     if kl:
         lines.append(f"\nteacher_kl at the first step {kl[0]:.3f}, at the last step {kl[-1]:.3f}.")
     times = ", ".join(f"{name} {s:.0f} s" for name, s in results["stage_seconds"].items())
+    wall, jobs = results.get("wall_seconds") or results["total_seconds"], results.get("jobs", 1)
+    at_once = f" with up to {jobs} stages at once (grpo-opd alone)" if jobs > 1 else ""
     lines += [
         "",
-        f"Run: seed {results['seed']}, {results['machine']}, total wall time {results['total_seconds'] / 60:.1f} min "
+        f"Run: seed {results['seed']}, {results['machine']}, total wall time {wall / 60:.1f} min{at_once} "
         f"({times}); 1-minute load average during the run {results['load_mean']:.1f} on average, "
         f"{results['load_max']:.1f} at most ({results['cpus']} CPUs: a load above that means other processes "
         "were competing for them). Written by "
@@ -353,6 +410,9 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     parser.add_argument("--heldout-tasks", type=int, help="held-out synthetic tasks (default: the profile's, 96)")
     parser.add_argument("--n-predictions", type=int, help="attempts per held-out task (default: the profile's, 4)")
     parser.add_argument("--ablation", action="store_true", help="also run GRPO without the teacher")
+    parser.add_argument("--jobs", type=int, default=1,
+                        help="stages run at once (default 1); with 2, evaluations and the GRPO-only control overlap other "
+                             "stages, while grpo-opd, whose step budget is reported, runs alone")
     parser.add_argument("--resume", action="store_true", help="keep the finished stages of an earlier run in --out")
     parser.add_argument("--fresh", action="store_true", help="delete --out first")
     parser.add_argument("--no-docs", action="store_true", help="do not touch docs/learning.md and docs/img")
@@ -381,15 +441,16 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     stages = plan(out, args.seed, n_heldout, n_predictions, args.ablation, configs, profile)
     if args.until and args.until not in [s.name for s in stages]:
         raise SystemExit(f"[demo] --until {args.until}: no such stage; stages: {[s.name for s in stages]}")
-    for stage in stages:
-        if stage.done_file.exists():
-            print(f"[demo] {stage.name}: already done ({stage.done_file})")
-        else:
-            stage_seconds[stage.name] = round(run_stage(stage, out / "logs"), 1)
-        if stage.name == args.until:
-            results_path.write_text(json.dumps({**previous, "stage_seconds": stage_seconds}, indent=2))
-            print(f"[demo] stopped after {stage.name} (--until); continue with --resume")
-            return {}
+    if args.until:
+        stages = stages[:[s.name for s in stages].index(args.until) + 1]
+    started = time.time()
+    stage_seconds.update(run_stages(stages, out / "logs", args.jobs))
+    wall_seconds = previous.get("wall_seconds", 0.0) + round(time.time() - started, 1)
+    if args.until:
+        results_path.write_text(json.dumps({**previous, "stage_seconds": stage_seconds, "wall_seconds": wall_seconds},
+                                           indent=2))
+        print(f"[demo] stopped after {args.until} (--until); continue with --resume")
+        return {}
     loads = previous.get("loads", []) + sampler.stop()
 
     config = read_yaml(configs / "grpo-opd.yaml")
@@ -400,8 +461,8 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
         "seed": args.seed, "machine": machine(), "cpus": os.cpu_count(), "date": time.strftime("%Y-%m-%d"),
         "heldout_dataset": heldout_spec(n_heldout, configs=configs), "temperature": config.get("temperature", 1.0),
         "reward_mode": config["reward_mode"], "stage_seconds": stage_seconds,
-        "total_seconds": sum(stage_seconds.values()), "loads": loads, "load_mean": sum(loads) / len(loads),
-        "load_max": max(loads),
+        "total_seconds": sum(stage_seconds.values()), "wall_seconds": wall_seconds, "jobs": args.jobs,
+        "loads": loads, "load_mean": sum(loads) / len(loads), "load_max": max(loads),
         "heldout": heldout, "training": training,
     }
     results_path.write_text(json.dumps(results, indent=2))
@@ -413,7 +474,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
           f"{pct(s['valid_outputs'])} -> {pct(a['valid_outputs'])}, mean reward {num(s['mean_reward'])} -> "
           f"{num(a['mean_reward'])}; training reward (first/last {WINDOW} steps) {num(t['reward_first'])} -> "
           f"{num(t['reward_last'])}; teacher_kl {num(t['teacher_kl_first'])} -> {num(t['teacher_kl_last'])}; "
-          f"total {results['total_seconds'] / 60:.1f} min; results in {results_path}")
+          f"wall time {wall_seconds / 60:.1f} min; results in {results_path}")
     return results
 
 

@@ -90,6 +90,8 @@ def test_lora_checkpoint_resume_continues_step_count_and_wandb_offline(tiny_mode
         assert key in metrics, key
     _check_step_budget([h for h in state["log_history"] if "reward" in h], generation_batch=4)
     assert summary["step_time_s"]["step"] > 0 and summary["checkpoint"].endswith("checkpoint-4")
+    assert set(summary["peak_memory_gib"].values()) == {None}  # GPU memory is not logged on CPU
+    assert not any(key.startswith("memory/") for key in metrics)
 
 
 def _check_step_budget(logs, generation_batch, vllm=False):
@@ -223,3 +225,25 @@ def test_unsloth_without_gpu_or_package_fails_clearly(tiny_model_dir, tmp_path):
 
     with pytest.raises(UnslothUnavailableError, match="needs a CUDA GPU|not installed"):
         main(_argv(tiny_model_dir, tmp_path / "run", "--use_unsloth", "true", "--use_peft", "true", "--max_steps", "1"))
+
+
+def test_benchmark_full_turns_needs_vllm(tiny_model_dir, tmp_path):
+    with pytest.raises(ValueError, match="benchmark_full_turns needs use_vllm: true"):
+        main(_argv(tiny_model_dir, tmp_path / "run", "--benchmark_full_turns", "true", "--max_steps", "1"))
+
+
+@pytest.mark.vllm
+def test_benchmark_full_turns_makes_a_random_model_use_every_turn_to_its_cap(tiny_model_dir, tmp_path):
+    """A random-init model writes no code and rarely stops; with benchmark_full_turns each turn is exactly its cap
+    and ends on the end-of-turn token, so the episodes take all turns (the 8B memory measurement, docs/memory.md)."""
+    out = tmp_path / "run"
+    os.environ.setdefault("VLLM_CPU_KVCACHE_SPACE", "1")
+    summary = main(_argv(tiny_model_dir, out, "--use_vllm", "true", "--vllm_mode", "colocate", "--max_steps", "1",
+                         "--max_turns", "3", "--max_tokens_per_turn", "24", "--max_completion_length", "600",
+                         "--vllm_max_model_length", "2560", "--max_prompt_tokens", "1600", "--save_strategy", "no",
+                         "--benchmark_full_turns", "true", "--teacher_tau", "0.0"))
+    assert summary["global_step"] == 1
+    log = next(h for h in json.loads((out / "trainer_state.json").read_text())["log_history"] if "reward" in h)
+    assert log["episode/turns"] == 3.0 and log["episode/truncated_rate"] == 0.0
+    assert log["episode/code_found_rate"] == 0.0  # still no code: only the lengths are forced
+    assert log["tokens/generated"] == 4 * 3 * 24  # 4 episodes x 3 turns x the per-turn cap

@@ -26,13 +26,23 @@ class Generator(Protocol):
         """True if `flag` is True on any process (generation calls are collective in distributed training)."""
 
 
+_MISSING = object()
+
+
 @contextmanager
-def generation_overrides(trainer, max_tokens: int | None = None, temperature: float | None = None):
+def generation_overrides(trainer, max_tokens: int | None = None, temperature: float | None = None,
+                         full_turn_end: int | None = None):
     """Temporarily change the trainer's sampling cap/temperature on whichever backend TRL uses (vLLM or
     transformers), restoring it afterwards. TRL keeps these settings on `vllm_generation` or on
-    `generation_config` + `generation_kwargs` (the latter overrides the model's generation config)."""
+    `generation_config` + `generation_kwargs` (the latter overrides the model's generation config).
+
+    `full_turn_end` (vLLM, with `max_tokens`; `benchmark_full_turns`): the turn generates exactly `max_tokens`
+    tokens, the last one this id: no stop before `max_tokens - 1` (`min_tokens`), then a +100 logit bias on it."""
     if trainer.use_vllm:
         targets = [(trainer.vllm_generation, {"max_completion_length": max_tokens, "temperature": temperature})]
+        if full_turn_end is not None and max_tokens is not None:
+            targets.append((trainer.vllm_generation.generation_kwargs,
+                            {"min_tokens": max_tokens - 1, "logit_bias": {int(full_turn_end): 100.0}}))
     else:
         names = {"max_new_tokens": max_tokens, "temperature": temperature}
         targets = [(trainer.generation_config, names), (trainer.generation_kwargs, names)]
@@ -42,7 +52,7 @@ def generation_overrides(trainer, max_tokens: int | None = None, temperature: fl
             if value is None:
                 continue
             if isinstance(obj, dict):
-                saved.append((obj, key, obj.get(key)))
+                saved.append((obj, key, obj.get(key, _MISSING)))
                 obj[key] = value
             else:
                 saved.append((obj, key, getattr(obj, key)))
@@ -51,7 +61,9 @@ def generation_overrides(trainer, max_tokens: int | None = None, temperature: fl
         yield
     finally:
         for obj, key, value in reversed(saved):
-            if isinstance(obj, dict):
+            if isinstance(obj, dict) and value is _MISSING:
+                obj.pop(key, None)
+            elif isinstance(obj, dict):
                 obj[key] = value
             else:
                 setattr(obj, key, value)
@@ -76,6 +88,8 @@ class TrainerGenerator:
     def __init__(self, trainer) -> None:
         self.trainer = trainer
         self.eos_token_ids = list(trainer.eos_token_ids)
+        arc = getattr(trainer, "arc_config", None)
+        self.full_turn_end = trainer.end_of_turn if arc is not None and arc.benchmark_full_turns else None
 
     def generate(self, sequences, max_tokens):
         if needs_aligned_requests(self.trainer):
@@ -84,7 +98,7 @@ class TrainerGenerator:
         return self._generate(sequences, max_tokens)
 
     def _generate(self, sequences, max_tokens):
-        with generation_overrides(self.trainer, max_tokens=max_tokens):
+        with generation_overrides(self.trainer, max_tokens=max_tokens, full_turn_end=self.full_turn_end):
             completion_ids, logprobs = self.trainer._generate_single_turn(sequences, None, {}, num_generations=1)
         completion_ids = [list(ids) for ids in completion_ids]
         if logprobs is not None:

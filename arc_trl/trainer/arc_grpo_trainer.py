@@ -30,6 +30,7 @@ from arc_trl.collapse.signals import episode_repetition
 from arc_trl.config import ArcConfig
 from arc_trl.opd import opd_advantages, teacher_log_ratio, teacher_stats
 from arc_trl.rollout.arc_rollout import ArcRollout, RolloutSettings
+from arc_trl.trainer.gpu_memory import memory_metrics, memory_readings, memory_sampler
 from arc_trl.trainer.sampling_mismatch import importance_sampling_hits, mismatch_counts
 from arc_trl.trainer.step_timing import (
     StepClock,
@@ -108,7 +109,12 @@ class ArcGRPOTrainer(GRPOTrainer):
             rollout_func=self.rollout,
         )
         # Fail now, not at the first rollout, when generation would not stop at the template's end of turn.
-        end_of_turn_id(self.processing_class, self.eos_token_ids, **(self.chat_template_kwargs or {}))
+        self.end_of_turn = end_of_turn_id(self.processing_class, self.eos_token_ids,
+                                          **(self.chat_template_kwargs or {}))
+        if arc.benchmark_full_turns and (not self.use_vllm or arc.rollout_scheduling != "lockstep"):
+            raise ValueError("benchmark_full_turns needs use_vllm: true and rollout_scheduling: lockstep (it sets vLLM's "
+                             f"min_tokens and logit_bias per turn); got use_vllm={self.use_vllm}, "
+                             f"rollout_scheduling={arc.rollout_scheduling}")
         self.teacher = teacher if teacher is not None else self._build_teacher()
         if self.teacher is not None and arc.teacher_loss == "reverse_kl":
             self._teacher_kl_coef = arc.teacher_tau
@@ -120,6 +126,7 @@ class ArcGRPOTrainer(GRPOTrainer):
         self._num_params = count_model_params(self.model)
         peak = peak_flops_per_device(arc.peak_tflops, self.accelerator.device)
         self._peak_flops_total = None if peak is None else peak * self.accelerator.num_processes
+        self._memory_peak = memory_sampler(self.accelerator.device)  # None on CPU
         self.add_callback(StepBudgetCallback(self))
 
     # ------------------------------------------------------------------------------------------------ teacher setup
@@ -345,6 +352,8 @@ class ArcGRPOTrainer(GRPOTrainer):
     # ------------------------------------------------------------------------------------------------ step budget
     def _begin_step_budget(self) -> None:
         self._step_tokens = dict.fromkeys(self._step_tokens, 0.0)
+        if self._memory_peak is not None:
+            self._memory_peak.reset()
         self.step_clock.begin()
 
     def _end_step_budget(self) -> None:
@@ -355,6 +364,10 @@ class ArcGRPOTrainer(GRPOTrainer):
                              dtype=torch.float64, device=self.accelerator.device)
         generated, trained, no_grad = self.accelerator.gather(local.unsqueeze(0)).sum(dim=0).tolist()
         metrics = step_metrics(times, generated, trained, no_grad, self._num_params, self._peak_flops_total)
+        readings = memory_readings(self.accelerator.device, self._memory_peak)
+        if readings:  # the largest process's figures
+            peaks = self.accelerator.gather(torch.tensor([readings], dtype=torch.float64, device=self.accelerator.device))
+            metrics.update(memory_metrics(peaks.max(dim=0).values.tolist()))
         for key, value in metrics.items():
             self._metrics["train"][key].append(value)
 
@@ -453,8 +466,10 @@ class ArcGRPOTrainer(GRPOTrainer):
                 f.write(json.dumps(record) + "\n")
 
     def close(self) -> None:
-        """Stop the sandbox processes (also done at interpreter exit)."""
+        """Stop the sandbox processes (also done at interpreter exit) and the GPU memory sampler."""
         self.sandbox_pool.close()
+        if self._memory_peak is not None:
+            self._memory_peak.stop()
 
 
 def _valid_prediction(outcome) -> bool:
