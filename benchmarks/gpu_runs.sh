@@ -92,6 +92,8 @@ case $stage in
   learning) run learning "${LIMIT:-3000}" "${demo[@]}" --ablation --jobs 2 ;;
   policy)   run policy "$limit" "${demo[@]}" --jobs 2 --until eval-teacher ;;
   student)  run student "$limit" "${demo[@]}" --until student ;;
+  learn)    run learn "${LIMIT:-3000}" "${demo[@]}" ;;               # learning without the control, one stage at a time
+  control)  run control "${LIMIT:-3000}" "${demo[@]}" --ablation --only model,student,grpo-only,eval-grpo-only ;;
   mismatch)  # LoRA beside the full fine-tune of `learn`, and token-level IS beside TRL's sequence-level default
     [ -f "$learning/student/model.safetensors" ] || run policy-sft "$limit" "${demo[@]}" --until teacher
     common=(--config configs/gpu/learning/grpo-opd.yaml --model_name_or_path "$learning/student"
@@ -115,6 +117,12 @@ case $stage in
     run 8b-colocate "${LIMIT:-900}" python3 scripts/train.py --config configs/qwen3-8b-1gpu-colocate.yaml \
       --model_name_or_path "$work/qwen3-8b" --output_dir "$work/runs/8b-colocate" --max_steps ${STEPS:-3} \
       --report_to none --save_strategy no --benchmark_full_turns true --collapse_guard off --seed 0
+    if [ ! -f "$work/runs/8b-colocate/run_summary.json" ]; then  # e.g. out of memory: the same batch in smaller pieces
+      run 8b-colocate-mb4 "${LIMIT:-900}" python3 scripts/train.py --config configs/qwen3-8b-1gpu-colocate.yaml \
+        --model_name_or_path "$work/qwen3-8b" --output_dir "$work/runs/8b-colocate-mb4" --max_steps ${STEPS:-3} \
+        --report_to none --save_strategy no --benchmark_full_turns true --collapse_guard off --seed 0 \
+        --per_device_train_batch_size 4 --gradient_accumulation_steps 8
+    fi
     ;;
   unsloth)  # the wheels: .gpu4/ carried by this call, or stashed by an earlier one (`stash .gpu4`)
     export WHEELS=${WHEELS:-$( [ -f .gpu4/README.txt ] && echo .gpu4 || echo /tmp/wheels )}

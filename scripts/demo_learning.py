@@ -64,6 +64,7 @@ class Stage:
     done_file: Path  # exists once the stage has finished
     needs: tuple[str, ...] = ()  # stages whose outputs it reads (with --jobs > 1 it starts once they are done)
     alone: bool = False  # its timings are reported: with --jobs > 1 nothing runs beside it
+    after: tuple[str, ...] = ()  # with --jobs > 1, waits for these too when they are part of the run (order only)
 
 
 def read_yaml(path: Path) -> dict[str, Any]:
@@ -111,11 +112,11 @@ def plan(out: Path, seed: int, n_heldout: int, n_predictions: int, ablation: boo
             "--seed", str(seed), "--no-progress", *map(str, profile["eval_args"]),
         ], folder / "metrics.json", needs=(needs,))
 
-    def rl(name: str, *extra: str, needs: tuple[str, ...], alone: bool = False) -> Stage:
+    def rl(name: str, *extra: str, needs: tuple[str, ...], alone: bool = False, after: tuple[str, ...] = ()) -> Stage:
         return Stage(name, [
             py, "scripts/train.py", "--config", str(grpo_config), "--model_name_or_path", str(student),
             "--teacher_model", str(teacher), "--output_dir", str(out / name), "--seed", str(seed), *extra,
-        ], out / name / "run_summary.json", needs=needs, alone=alone)
+        ], out / name / "run_summary.json", needs=needs, alone=alone, after=after)
 
     def sft(name: str, base: Path, target: Path, needs: str) -> Stage:
         return Stage(name, [py, "scripts/sft.py", "--config", str(configs / f"sft-{name}.yaml"), "--model_name_or_path",
@@ -131,7 +132,8 @@ def plan(out: Path, seed: int, n_heldout: int, n_predictions: int, ablation: boo
     ]
     if ablation:  # the same run without the teacher term, listed early: with --jobs 2 it overlaps the evaluations (and
         # not the teacher's SFT: on one 80 GB GPU the two could not share the memory)
-        stages.append(rl("grpo-only", "--teacher_backend", "none", "--teacher_tau", "0", needs=("student", "teacher")))
+        stages.append(rl("grpo-only", "--teacher_backend", "none", "--teacher_tau", "0", needs=("student",),
+                         after=("teacher",)))
     stages += [
         evaluate("teacher", teacher, needs="teacher"),
         rl("grpo-opd", needs=("student", "teacher"), alone=True),  # its step budget is the documented one
@@ -177,7 +179,8 @@ def run_stages(stages: list[Stage], logs: Path, jobs: int = 1, poll_s: float = 1
             for stage in list(pending):
                 if len(running) >= jobs or any(r[0].alone for r in running.values()):
                     break
-                ready = all(n in done for n in stage.needs) if jobs > 1 else not running
+                waiting = {n for n in stage.after if n not in done and n in {s.name for s in stages}}
+                ready = all(n in done for n in stage.needs) and not waiting if jobs > 1 else not running
                 if ready and stage.alone and running:
                     break  # wait for the running stages; start nothing after it meanwhile
                 if ready:
@@ -410,6 +413,8 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     parser.add_argument("--heldout-tasks", type=int, help="held-out synthetic tasks (default: the profile's, 96)")
     parser.add_argument("--n-predictions", type=int, help="attempts per held-out task (default: the profile's, 4)")
     parser.add_argument("--ablation", action="store_true", help="also run GRPO without the teacher")
+    parser.add_argument("--only", help="run only these stages (comma-separated; what they need must be done or listed), "
+                        "e.g. model,student,grpo-only,eval-grpo-only on a fresh machine")
     parser.add_argument("--jobs", type=int, default=1,
                         help="stages run at once (default 1); with 2, evaluations and the GRPO-only control overlap other "
                              "stages, while grpo-opd, whose step budget is reported, runs alone")
@@ -443,13 +448,24 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
         raise SystemExit(f"[demo] --until {args.until}: no such stage; stages: {[s.name for s in stages]}")
     if args.until:
         stages = stages[:[s.name for s in stages].index(args.until) + 1]
+    if args.only:
+        only = args.only.split(",")
+        unknown = sorted(set(only) - {s.name for s in stages})
+        if unknown:
+            raise SystemExit(f"[demo] --only {args.only}: no stage {unknown}; stages: {[s.name for s in stages]}")
+        kept = [s for s in stages if s.name in only]
+        missing = [f"{s.name} needs {n}" for s in kept for n in s.needs
+                   if n not in only and not next(t for t in stages if t.name == n).done_file.exists()]
+        if missing:
+            raise SystemExit(f"[demo] --only {args.only}: {', '.join(missing)}, which is neither done nor selected")
+        stages = kept
     started = time.time()
     stage_seconds.update(run_stages(stages, out / "logs", args.jobs))
     wall_seconds = previous.get("wall_seconds", 0.0) + round(time.time() - started, 1)
-    if args.until:
+    if args.until or args.only:
         results_path.write_text(json.dumps({**previous, "stage_seconds": stage_seconds, "wall_seconds": wall_seconds},
                                            indent=2))
-        print(f"[demo] stopped after {args.until} (--until); continue with --resume")
+        print(f"[demo] stopped after {args.until or args.only} (--until/--only); continue with --resume")
         return {}
     loads = previous.get("loads", []) + sampler.stop()
 

@@ -20,7 +20,7 @@ def test_plan_runs_the_ablation_only_when_asked(tmp_path):
     assert [s.name for s in stages] == ["model", "student", "teacher", "eval-student", "grpo-only", "eval-teacher",
                                         "grpo-opd", "eval-grpo-opd", "eval-grpo-only"]
     ablation = stages[4]
-    assert ablation.needs == ("student", "teacher") and not ablation.alone
+    assert ablation.needs == ("student",) and ablation.after == ("teacher",) and not ablation.alone
     by_name = {s.name: s for s in stages}
     assert by_name["grpo-opd"].alone and by_name["grpo-opd"].needs == ("student", "teacher")
     assert ablation.name == "grpo-only" and ablation.command[-4:] == ["--teacher_backend", "none", "--teacher_tau", "0"]
@@ -119,3 +119,13 @@ def test_a_failed_stage_stops_the_run_and_names_its_log(tmp_path):
         demo.run_stages(stages, tmp_path / "logs", jobs=2, poll_s=0.01)
     assert (tmp_path / "ok.done").exists() and not (tmp_path / "after.start").exists()
     assert not (tmp_path / "slow.end").exists()  # stopped, not waited for
+
+
+def test_only_runs_the_named_stages_and_names_what_they_lack(tmp_path):
+    import pytest
+
+    argv = ["--configs", "configs/gpu/learning", "--out", str(tmp_path / "run"), "--ablation", "--no-docs"]
+    with pytest.raises(SystemExit, match="grpo-only needs student, which is neither done nor selected"):
+        demo.main([*argv, "--only", "grpo-only,eval-grpo-only"])
+    with pytest.raises(SystemExit, match=r"no stage \['bogus'\]"):
+        demo.main([*argv, "--resume", "--only", "model,bogus"])
