@@ -256,7 +256,8 @@ def format_step_budget(summary: dict) -> str:
             f"generated/s, {summary['trained_tokens_per_s'] or 0:.0f} tokens trained/s; MFU {mfu}")
     memory = summary.get("peak_memory_gib") or {}
     if memory.get("device_peak") is not None:
-        line += (f"; peak GPU memory {memory['device_peak']:.1f} GiB on the device, torch {memory['peak_allocated']:.1f} "
+        line += (f"; peak GPU memory {memory['device_peak']:.1f} GiB on the device, "
+                 f"torch {memory['peak_allocated']:.1f} "
                  f"GiB allocated / {memory['peak_reserved']:.1f} GiB reserved")
     return line
 def train_with_guard(arc: ArcConfig, args: GRPOConfig, make_trainer, resume: str | None):

@@ -14,14 +14,17 @@
 # run in the foreground: `bash benchmarks/gpu_runs.sh STAGE $OUT` (each fits one call, except learning and 8b).
 # Stages:
 #   learning the realistic GPU policy (Qwen3-0.6B shape: SFT student + longer-SFT teacher), GRPO + OPD from the
-#            student (its step budget measured alone on the GPU), the GRPO-only control, held-out evaluations:
-#            scripts/demo_learning.py --configs configs/gpu/learning --ablation --jobs 2 (~25 min on an H100)
+#            student, the GRPO-only control, held-out evaluations, one stage at a time (~27 min on an H100: more than
+#            one machine's 30 minutes with the transfers, so the runs of docs/learning.md used `learn`, then `control`
+#            on a second machine). Not --jobs 2: vLLM 0.26 counts other processes' memory against its budget.
+#   learn    learning without the control (~15 min); control: model, student, the control and its evaluation
 #   policy   only the policy and its evaluations (the first stages of `learning`)
 #   mismatch trainer/vLLM mismatch with LoRA, and with token-level IS correction (the full fine-tune is `learning`)
 #   scheduling  lock-step vs per-episode rollouts vs the continuous-batch floor (benchmarks/scheduling_bench.py)
 #   8b       configs/qwen3-8b-1gpu-colocate.yaml (LoRA, sleep mode, 6 turns x 768 tokens) on an 8B-shaped model with
 #            benchmark_full_turns (every turn runs to its cap): peak memory and step parts at the config's lengths
-#   unsloth  unsloth vs plain PEFT on the student (needs .gpu4/ with the unsloth wheels, see .gpu4/README.txt)
+#   unsloth  unsloth vs plain PEFT on the student (needs unsloth's wheels and bitsandbytes: `stash .gpu4` and
+#            `stash .gpu5` calls before, see .gpu4/README.txt; builds the student first if it is missing)
 #   zero     trainer benchmark (gpu_trainer_bench.py, Qwen3-0.6B and 8B LoRA shapes) on 1 GPU and, where the
 #            machine has them, DeepSpeed ZeRO-2/3 on 2 and 4 GPUs (needs deepspeed: EXTRA="deepspeed==0.19.8")
 # Back here: python scripts/demo_learning.py --configs configs/gpu/learning --report RESULTS_JSON rewrites the docs.
@@ -89,8 +92,8 @@ limit=${LIMIT:-570}  # seconds for the stage's main command (a device call may r
 demo=(python3 scripts/demo_learning.py --configs configs/gpu/learning --out "$learning" --resume --no-docs)
 
 case $stage in
-  learning) run learning "${LIMIT:-3000}" "${demo[@]}" --ablation --jobs 2 ;;
-  policy)   run policy "$limit" "${demo[@]}" --jobs 2 --until eval-teacher ;;
+  learning) run learning "${LIMIT:-3000}" "${demo[@]}" --ablation ;;
+  policy)   run policy "$limit" "${demo[@]}" --until eval-teacher ;;
   student)  run student "$limit" "${demo[@]}" --until student ;;
   learn)    run learn "${LIMIT:-3000}" "${demo[@]}" ;;               # learning without the control, one stage at a time
   control)  run control "${LIMIT:-3000}" "${demo[@]}" --ablation --only model,student,grpo-only,eval-grpo-only ;;

@@ -190,7 +190,8 @@ def run_stages(stages: list[Stage], logs: Path, jobs: int = 1, poll_s: float = 1
                     break
             if pending and not running:
                 missing = {n for s in pending for n in s.needs} - done - {s.name for s in pending}
-                raise SystemExit(f"[demo] stages {[s.name for s in pending]} need {sorted(missing)}, which no stage makes")
+                names = [s.name for s in pending]
+                raise SystemExit(f"[demo] stages {names} need {sorted(missing)}, which no stage makes")
             time.sleep(poll_s if running else 0)
             for name, (stage, process, started) in list(running.items()):
                 code = process.poll()
@@ -413,11 +414,13 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     parser.add_argument("--heldout-tasks", type=int, help="held-out synthetic tasks (default: the profile's, 96)")
     parser.add_argument("--n-predictions", type=int, help="attempts per held-out task (default: the profile's, 4)")
     parser.add_argument("--ablation", action="store_true", help="also run GRPO without the teacher")
-    parser.add_argument("--only", help="run only these stages (comma-separated; what they need must be done or listed), "
-                        "e.g. model,student,grpo-only,eval-grpo-only on a fresh machine")
+    parser.add_argument("--only", help="run only these stages (comma-separated; what they need must be done or "
+                        "listed), e.g. model,student,grpo-only,eval-grpo-only on a fresh machine")
     parser.add_argument("--jobs", type=int, default=1,
-                        help="stages run at once (default 1); with 2, evaluations and the GRPO-only control overlap other "
-                             "stages, while grpo-opd, whose step budget is reported, runs alone")
+                        help="stages run at once (default 1); with 2, evaluations and the GRPO-only control overlap "
+                             "other stages, while grpo-opd, whose step budget is reported, runs alone. Not on one "
+                             "GPU with vLLM: vLLM 0.26 counts other processes' memory against its budget "
+                             "(docs/learning.md)")
     parser.add_argument("--resume", action="store_true", help="keep the finished stages of an earlier run in --out")
     parser.add_argument("--fresh", action="store_true", help="delete --out first")
     parser.add_argument("--no-docs", action="store_true", help="do not touch docs/learning.md and docs/img")

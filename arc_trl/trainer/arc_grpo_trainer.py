@@ -112,8 +112,8 @@ class ArcGRPOTrainer(GRPOTrainer):
         self.end_of_turn = end_of_turn_id(self.processing_class, self.eos_token_ids,
                                           **(self.chat_template_kwargs or {}))
         if arc.benchmark_full_turns and (not self.use_vllm or arc.rollout_scheduling != "lockstep"):
-            raise ValueError("benchmark_full_turns needs use_vllm: true and rollout_scheduling: lockstep (it sets vLLM's "
-                             f"min_tokens and logit_bias per turn); got use_vllm={self.use_vllm}, "
+            raise ValueError("benchmark_full_turns needs use_vllm: true and rollout_scheduling: lockstep (it sets "
+                             f"vLLM's min_tokens and logit_bias per turn); got use_vllm={self.use_vllm}, "
                              f"rollout_scheduling={arc.rollout_scheduling}")
         self.teacher = teacher if teacher is not None else self._build_teacher()
         if self.teacher is not None and arc.teacher_loss == "reverse_kl":
@@ -366,7 +366,8 @@ class ArcGRPOTrainer(GRPOTrainer):
         metrics = step_metrics(times, generated, trained, no_grad, self._num_params, self._peak_flops_total)
         readings = memory_readings(self.accelerator.device, self._memory_peak)
         if readings:  # the largest process's figures
-            peaks = self.accelerator.gather(torch.tensor([readings], dtype=torch.float64, device=self.accelerator.device))
+            local = torch.tensor([readings], dtype=torch.float64, device=self.accelerator.device)
+            peaks = self.accelerator.gather(local)
             metrics.update(memory_metrics(peaks.max(dim=0).values.tolist()))
         for key, value in metrics.items():
             self._metrics["train"][key].append(value)
