@@ -169,8 +169,10 @@ def run_stages(stages: list[Stage], logs: Path, jobs: int = 1, poll_s: float = 1
     running ones and holds back the later ones, so its timings are its own. A failed stage ends the run (SystemExit,
     the others are stopped); the finished ones are kept for --resume."""
     done = {s.name for s in stages if s.done_file.exists()}
-    for name in sorted(done, key=[s.name for s in stages].index):
-        print(f"[demo] {name}: already done ({next(s for s in stages if s.name == name).done_file})")
+    for stage in stages:
+        if stage.name in done:
+            print(f"[demo] {stage.name}: already done ({stage.done_file})")
+    in_run = {s.name for s in stages}
     pending = [s for s in stages if s.name not in done]
     running: dict[str, tuple[Stage, subprocess.Popen, float]] = {}
     seconds: dict[str, float] = {}
@@ -179,7 +181,7 @@ def run_stages(stages: list[Stage], logs: Path, jobs: int = 1, poll_s: float = 1
             for stage in list(pending):
                 if len(running) >= jobs or any(r[0].alone for r in running.values()):
                     break
-                waiting = {n for n in stage.after if n not in done and n in {s.name for s in stages}}
+                waiting = {n for n in stage.after if n in in_run and n not in done}
                 ready = all(n in done for n in stage.needs) and not waiting if jobs > 1 else not running
                 if ready and stage.alone and running:
                     break  # wait for the running stages; start nothing after it meanwhile

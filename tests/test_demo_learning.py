@@ -113,8 +113,9 @@ def test_serial_run_keeps_list_order_and_skips_done_stages(tmp_path):
 def test_a_failed_stage_stops_the_run_and_names_its_log(tmp_path):
     import pytest
 
-    stages = [_sleeper(tmp_path, "ok", 0.05), _sleeper(tmp_path, "bad", 0.05, fail=True),
-              _sleeper(tmp_path, "slow", 5.0), _sleeper(tmp_path, "after", 0.05, needs=("bad",))]
+    # "bad" fails well after "ok" has finished, so the assertions do not depend on a race on a loaded machine
+    stages = [_sleeper(tmp_path, "ok", 0.05), _sleeper(tmp_path, "bad", 3.0, fail=True),
+              _sleeper(tmp_path, "slow", 20.0), _sleeper(tmp_path, "after", 0.05, needs=("bad",))]
     with pytest.raises(SystemExit, match=r"stage bad failed \(exit code 4\).*bad.log"):
         demo.run_stages(stages, tmp_path / "logs", jobs=2, poll_s=0.01)
     assert (tmp_path / "ok.done").exists() and not (tmp_path / "after.start").exists()
