@@ -31,6 +31,15 @@ def tiny_tokenizer():
     return build_tokenizer()
 
 
+@pytest.fixture(scope="module")
+def pool():
+    """A 2-worker sandbox pool (2 s per code run) for a test module's rollouts; the sandbox tests define their own."""
+    from arc_trl.sandbox import SandboxConfig, SandboxPool
+
+    with SandboxPool(num_workers=2, config=SandboxConfig(timeout_s=2.0)) as p:
+        yield p
+
+
 @pytest.fixture
 def toy_task() -> ArcTask:
     """2 train pairs + 1 test pair; the rule is "mirror left-right". Test output known."""

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import logging
+import threading
+import time
 from types import SimpleNamespace
 
 import pytest
@@ -11,17 +13,21 @@ from test_rollout import INSPECT, SOLVE, _scripted, check_real_episodes
 from arc_trl.data import load_task, render_messages
 from arc_trl.rollout import RolloutSettings, TrainerGenerator, run_episodes
 from arc_trl.rollout.streams import stream_unsupported
-from arc_trl.sandbox import SandboxConfig, SandboxPool
 
 BAD = "```python\nprint(undefined_name)\n```"
 
 
 class ScriptedStream:
     """The scripted policy behind a request stream whose requests finish out of order: a request takes one
-    `advance` per 8 tokens of its answer, so short turns come back (and re-enter) while long ones still run."""
+    `advance` per 8 tokens of its answer, so short turns come back (and re-enter) while long ones still run.
+    The first turns of the `held` keys do not finish before some episode's later turn has been added (or 30 s have
+    passed, so that a scheduler with a lock-step barrier fails the test rather than hanging it): advancing takes
+    microseconds and a code run milliseconds, so without the hold the order would be up to the machine's load."""
 
-    def __init__(self, gen):
+    def __init__(self, gen, held=()):
         self.gen = gen
+        self.held = set(held)
+        self.opened = time.monotonic()
         self.running: dict[int, list] = {}  # key -> [advances left, ids, lps]
         self.log: list[tuple[str, int, int]] = []  # (event, key, pending requests at that moment)
         self.closed = False
@@ -36,7 +42,10 @@ class ScriptedStream:
 
     def advance(self):
         done = []
+        later_turn_added = any(event == "add" for event, _, _ in self.log[len(self.gen.prompts):])
         for key, entry in list(self.running.items()):
+            if key in self.held and not later_turn_added and time.monotonic() - self.opened < 30:
+                continue
             entry[0] -= 1
             if entry[0] <= 0:
                 del self.running[key]
@@ -48,21 +57,15 @@ class ScriptedStream:
         self.closed = True
 
 
-def _streaming(gen):
+def _streaming(gen, held=()):
     gen.streams = []
 
     def open_stream():
-        gen.streams.append(ScriptedStream(gen))
+        gen.streams.append(ScriptedStream(gen, held))
         return gen.streams[-1]
 
     gen.open_stream = open_stream
     return gen
-
-
-@pytest.fixture(scope="module")
-def pool():
-    with SandboxPool(num_workers=2, config=SandboxConfig(timeout_s=2.0)) as p:
-        yield p
 
 
 def _same_episodes(a, b):
@@ -81,27 +84,57 @@ def test_scripted_per_episode_matches_lockstep_token_by_token(tiny_tokenizer, po
     settings = RolloutSettings(agent_mode="repl", max_turns=3, max_completion_length=4096)
     lockstep = run_episodes(tasks, prompts, _scripted(tiny_tokenizer, tasks, turns), tiny_tokenizer, pool, settings)
 
+    # The 3-turn episodes (1 and 3) hold their last code run until the one-turn episode (2) has been reported, so
+    # the order asserted below does not depend on how fast the sandbox answers on a loaded machine.
+    two_reported = threading.Event()
+    finished_batches = []
+
+    def report(eps):
+        finished_batches.append([ep.index for ep in eps])
+        if any(ep.index == 2 for ep in eps):
+            two_reported.set()
+
+    def held_last_turn(session):
+        run_turn, calls = session.run_turn, []
+
+        def run(text):
+            calls.append(text)
+            if len(calls) == 3:
+                assert two_reported.wait(timeout=30), "the one-turn episode was not reported while others ran"
+            return run_turn(text)
+
+        session.run_turn = run
+        return session
+
     sessions = []
     new_session = pool.new_session
-    pool.new_session = lambda task: sessions.append(new_session(task)) or sessions[-1]
-    finished_batches = []
+    three_turn_tasks = {tasks[1].id, tasks[3].id}
+
+    def opened(task):
+        session = new_session(task)
+        sessions.append(held_last_turn(session) if task.id in three_turn_tasks else session)
+        return session
+
+    pool.new_session = opened
     try:
-        gen = _streaming(_scripted(tiny_tokenizer, tasks, turns))
+        gen = _streaming(_scripted(tiny_tokenizer, tasks, turns), held={2})
         per_episode = run_episodes(tasks, prompts, gen, tiny_tokenizer, pool,
                                    RolloutSettings(**{**vars(settings), "scheduling": "per_episode"}),
-                                   on_finished=lambda eps: finished_batches.append([ep.index for ep in eps]))
+                                   on_finished=report)
     finally:
         del pool.new_session
     _same_episodes(per_episode, lockstep)
     assert [ep.finish_reason for ep in per_episode] == ["submitted", "max_turns", "submitted", "max_turns"]
-    # every episode reported once, as it ended: the one-turn episode among the first, while 3-turn ones still ran
+    # every episode reported once, as it ended: the one-turn episode while the 3-turn ones still ran
     assert sorted(i for batch in finished_batches for i in batch) == [0, 1, 2, 3]
-    assert 2 in finished_batches[0] and not {1, 3} & set(finished_batches[0])
+    batch_of = {i: n for n, batch in enumerate(finished_batches) for i in batch}
+    assert batch_of[2] < batch_of[1] and batch_of[2] < batch_of[3]
     [stream] = gen.streams
     assert stream.closed and all(s.closed for s in sessions) and len(sessions) == 4
-    # a later turn re-entered generation while first turns were still decoding (no lock-step barrier)
+    # a later turn re-entered generation while a first turn (episode 2's) was still decoding: no lock-step barrier
     assert [event for event, _, _ in stream.log[:4]] == ["add"] * 4
-    assert any(pending > 1 for event, _, pending in stream.log[4:] if event == "add")
+    first_later_add = next(n for n, (event, _, _) in enumerate(stream.log) if n >= 4 and event == "add")
+    assert next(n for n, (event, key, _) in enumerate(stream.log) if (event, key) == ("done", 2)) > first_later_add
 
 
 def test_per_episode_closes_sessions_and_stream_on_errors(tiny_tokenizer, pool):
@@ -236,8 +269,6 @@ class ScriptedServerClient:
         self.calls = []
 
     def generate(self, prompts, max_tokens, **sampling):
-        import time
-
         self.calls.append(sampling)
         [ids], [lps] = self.gen.generate(prompts, max_tokens)
         time.sleep(len(ids) / 2000)
@@ -269,7 +300,6 @@ def test_server_stream_keeps_missing_sampler_logprobs_nan():
     """A position the server gave no log-prob for stays NaN (TRL neutralises NaN in its IS correction; 0.0 would
     claim the sampler was certain), as in the lock-step generators."""
     import math
-    import time
 
     from arc_trl.rollout.streams import ServerStream
 

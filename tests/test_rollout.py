@@ -8,7 +8,6 @@ from arc_trl.chat_template import env_turn_ids
 from arc_trl.data import load_task, render_messages
 from arc_trl.rewards.trl_rewards import make_reward_func
 from arc_trl.rollout import RolloutSettings, run_episodes
-from arc_trl.sandbox import SandboxConfig, SandboxPool
 
 INSPECT = "Let me look at the shapes.\n```python\nfor x, y in zip(train_inputs, train_outputs):\n    print(x.shape, y.shape)\n```"
 SOLVE = (
@@ -57,12 +56,6 @@ def _scripted(tokenizer, tasks, turns, mode="repl"):
     return gen
 
 
-@pytest.fixture(scope="module")
-def pool():
-    with SandboxPool(num_workers=2, config=SandboxConfig(timeout_s=2.0)) as p:
-        yield p
-
-
 def test_scripted_correct_program_on_real_arc_task_gets_top_reward(tiny_tokenizer, pool):
     task = load_task("arc-agi-1/train", "6150a2bd")
     gen = _scripted(tiny_tokenizer, [task], [[INSPECT, SOLVE]])
@@ -90,22 +83,8 @@ def test_token_bookkeeping_matches_the_chat_template(tiny_tokenizer, pool):
     assert [ep.finish_reason for ep in episodes] == ["submitted", "max_turns"]
     assert gen.batch_sizes == [2, 2, 1]  # all active episodes generate together each turn
     for ep, prompt in zip(episodes, prompts):
-        # 1. the mask is 1 exactly on model turns and 0 exactly on environment replies
-        model_positions = {i for start, end in ep.turn_spans for i in range(start, end)}
-        assert [int(i in model_positions) for i in range(len(ep.completion_ids))] == ep.env_mask
-        # 2. environment tokens are the chat template's rendering of the observation (no re-tokenization)
-        pos = 0
-        for k, (start, end) in enumerate(ep.turn_spans):
-            if k > 0:
-                env = ep.completion_ids[pos:start]
-                assert env == env_turn_ids(tiny_tokenizer, ep.observations[k - 1])
-            pos = end
-        # 3. sampler logprobs on model tokens, 0 on environment tokens
-        assert all(lp == (-0.5 if m else 0.0) for lp, m in zip(ep.logprobs, ep.env_mask))
-        # 4. decoding prompt + completion gives exactly what the chat template renders for the conversation
-        decoded = tiny_tokenizer.decode(ep.prompt_ids + ep.completion_ids)
-        rendered = tiny_tokenizer.apply_chat_template(prompt + ep.messages(), tokenize=False)
-        assert decoded == rendered.removesuffix("\n")
+        check_episode_tokens(ep, prompt, tiny_tokenizer)
+        assert all(lp == (-0.5 if m else 0.0) for lp, m in zip(ep.logprobs, ep.env_mask))  # sampler's, 0 on env
     assert "NameError" in episodes[1].observations[0]
     assert episodes[1].outcome.num_errors == 2 and episodes[1].outcome.test_predictions is None
 
@@ -172,6 +151,23 @@ def test_real_vllm_episodes_token_by_token(memorized_model_dir, memorized_task, 
     check_real_episodes(episodes, prompts, tokenizer, memorized_model_dir)
 
 
+def check_episode_tokens(ep, prompt, tokenizer):
+    """1. the mask is 1 exactly on model turns and 0 on environment replies; 2. environment tokens are the chat
+    template's rendering of the observation (no re-tokenization); 3. unless truncated, decoding prompt + completion
+    gives exactly what the chat template renders for the conversation."""
+    model_positions = {i for start, end in ep.turn_spans for i in range(start, end)}
+    assert [int(i in model_positions) for i in range(len(ep.completion_ids))] == ep.env_mask
+    pos = 0
+    for k, (start, end) in enumerate(ep.turn_spans):
+        if k > 0:
+            assert ep.completion_ids[pos:start] == env_turn_ids(tokenizer, ep.observations[k - 1])
+        pos = end
+    if ep.finish_reason != "truncated":
+        decoded = tokenizer.decode(ep.prompt_ids + ep.completion_ids)
+        rendered = tokenizer.apply_chat_template(prompt + ep.messages(), tokenize=False)
+        assert decoded == rendered.removesuffix("\n")
+
+
 def check_real_episodes(episodes, prompts, tokenizer, model_dir, logprob_tol=1e-2):
     """Token-by-token checks of sampled episodes: masks, environment tokens, decoding, sampler log-probs."""
     import torch
@@ -182,17 +178,7 @@ def check_real_episodes(episodes, prompts, tokenizer, model_dir, logprob_tol=1e-
     assert any(ep.finish_reason == "submitted" for ep in episodes)
     model = AutoModelForCausalLM.from_pretrained(model_dir)
     for ep, prompt in zip(episodes, prompts):
-        model_positions = {i for start, end in ep.turn_spans for i in range(start, end)}
-        assert [int(i in model_positions) for i in range(len(ep.completion_ids))] == ep.env_mask
-        pos = 0
-        for k, (start, end) in enumerate(ep.turn_spans):
-            if k > 0:
-                assert ep.completion_ids[pos:start] == env_turn_ids(tokenizer, ep.observations[k - 1])
-            pos = end
-        if ep.finish_reason != "truncated":
-            decoded = tokenizer.decode(ep.prompt_ids + ep.completion_ids)
-            rendered = tokenizer.apply_chat_template(prompt + ep.messages(), tokenize=False)
-            assert decoded == rendered.removesuffix("\n")
+        check_episode_tokens(ep, prompt, tokenizer)
         ids = torch.tensor([ep.prompt_ids + ep.completion_ids])
         with torch.no_grad():
             logps = model(ids).logits[0, :-1].float().log_softmax(-1)

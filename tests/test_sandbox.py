@@ -285,12 +285,25 @@ def test_program_mode_without_transform(session):
     assert not p.compiled and p.code_found and not p.code_parsed and "does not parse" in p.error
 
 
+# a code run that prints its label and when (wall clock, inside the sandbox) its sleep began and ended
+SPAN = "import time\nt0 = time.time()\ntime.sleep({0})\nprint({1}, t0, time.time())"
+
+
+def _span(result) -> tuple[str, float, float]:
+    label, start, end = result.stdout.split()
+    return label, float(start), float(end)
+
+
+def _most_at_once(spans) -> int:
+    """The largest number of (start, end) spans that overlap at one moment."""
+    return max(sum(start <= t < end for start, end in spans) for t, _ in spans)
+
+
 def test_async_api(pool):
     async def main():
         s1, s2 = pool.new_session(mirror_task()), pool.new_session(mirror_task())
         try:
-            r1, r2 = await asyncio.gather(s1.arun("import time\ntime.sleep(0.3)\nprint(1)"),
-                                          s2.arun("import time\ntime.sleep(0.3)\nprint(2)"))
+            r1, r2 = await asyncio.gather(s1.arun(SPAN.format(0.3, 1)), s2.arun(SPAN.format(0.3, 2)))
             t = await s1.arun_turn("```python\nSUBMIT(test_inputs[0][:, ::-1])\n```")
             p = await s2.arun_program("```python\ndef transform(g):\n    return g\n```")
             return r1, r2, t, p
@@ -298,22 +311,19 @@ def test_async_api(pool):
             s1.close()
             s2.close()
 
-    start = time.perf_counter()
     r1, r2, t, p = asyncio.run(main())
-    assert isinstance(r1, ExecResult) and (r1.stdout, r2.stdout) == ("1\n", "2\n")
+    assert isinstance(r1, ExecResult) and [_span(r)[0] for r in (r1, r2)] == ["1", "2"]
     assert t.submitted == [[[8, 7], [0, 9]]] and p.test_outputs == [[[7, 8], [9, 0]]]
-    assert time.perf_counter() - start < 1.5  # the two sleeps overlapped
+    assert _most_at_once([_span(r1)[1:], _span(r2)[1:]]) == 2  # the two sleeps overlapped
 
 
 def test_map_turns_runs_concurrently_in_order(pool):
     sessions = [pool.new_session(mirror_task()) for _ in range(4)]
     try:
-        start = time.perf_counter()
-        results = pool.map_turns([(s, f"```python\nimport time\ntime.sleep(0.25)\nprint({i})\n```")
-                                  for i, s in enumerate(sessions)])
-        elapsed = time.perf_counter() - start
-        assert [r.observation for r in results] == ["0", "1", "2", "3"]
-        assert elapsed < 0.9  # 2 workers: two rounds of 0.25 s, not four
+        results = pool.map_turns([(s, f"```python\n{SPAN.format(0.25, i)}\n```") for i, s in enumerate(sessions)])
+        spans = [r.observation.split() for r in results]
+        assert [label for label, _, _ in spans] == ["0", "1", "2", "3"]
+        assert _most_at_once([(float(a), float(b)) for _, a, b in spans]) == 2  # 2 workers: two at a time, not four
         with pytest.raises(ValueError, match="same session"):
             pool.map_turns([(sessions[0], "x"), (sessions[0], "y")])
     finally:
