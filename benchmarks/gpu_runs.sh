@@ -16,7 +16,7 @@
 #   learning the realistic GPU policy (Qwen3-0.6B shape: SFT student + longer-SFT teacher), GRPO + OPD from the
 #            student, the GRPO-only control, held-out evaluations, one stage at a time (~27 min on an H100: more than
 #            one machine's 30 minutes with the transfers, so the runs of docs/learning.md used `learn`, then `control`
-#            on a second machine). Not --jobs 2: vLLM 0.26 counts other processes' memory against its budget.
+#            on a second machine). One stage at a time: vLLM 0.26 counts other processes' memory against its budget.
 #   learn    learning without the control (~15 min); control: model, student, the control and its evaluation
 #   policy   only the policy and its evaluations (the first stages of `learning`)
 #   mismatch trainer/vLLM mismatch with LoRA, and with token-level IS correction (the full fine-tune is `learning`)

@@ -62,9 +62,7 @@ class Stage:
     name: str
     command: list[str]
     done_file: Path  # exists once the stage has finished
-    needs: tuple[str, ...] = ()  # stages whose outputs it reads (with --jobs > 1 it starts once they are done)
-    alone: bool = False  # its timings are reported: with --jobs > 1 nothing runs beside it
-    after: tuple[str, ...] = ()  # with --jobs > 1, waits for these too when they are part of the run (order only)
+    needs: tuple[str, ...] = ()  # stages whose outputs it reads
 
 
 def read_yaml(path: Path) -> dict[str, Any]:
@@ -112,11 +110,11 @@ def plan(out: Path, seed: int, n_heldout: int, n_predictions: int, ablation: boo
             "--seed", str(seed), "--no-progress", *map(str, profile["eval_args"]),
         ], folder / "metrics.json", needs=(needs,))
 
-    def rl(name: str, *extra: str, needs: tuple[str, ...], alone: bool = False, after: tuple[str, ...] = ()) -> Stage:
+    def rl(name: str, *extra: str, needs: tuple[str, ...]) -> Stage:
         return Stage(name, [
             py, "scripts/train.py", "--config", str(grpo_config), "--model_name_or_path", str(student),
             "--teacher_model", str(teacher), "--output_dir", str(out / name), "--seed", str(seed), *extra,
-        ], out / name / "run_summary.json", needs=needs, alone=alone, after=after)
+        ], out / name / "run_summary.json", needs=needs)
 
     def sft(name: str, base: Path, target: Path, needs: str) -> Stage:
         return Stage(name, [py, "scripts/sft.py", "--config", str(configs / f"sft-{name}.yaml"), "--model_name_or_path",
@@ -130,13 +128,11 @@ def plan(out: Path, seed: int, n_heldout: int, n_predictions: int, ablation: boo
         sft("teacher", student, teacher, needs="student"),
         evaluate("student", student, needs="student"),
     ]
-    if ablation:  # the same run without the teacher term, listed early: with --jobs 2 it overlaps the evaluations (and
-        # not the teacher's SFT: on one 80 GB GPU the two could not share the memory)
-        stages.append(rl("grpo-only", "--teacher_backend", "none", "--teacher_tau", "0", needs=("student",),
-                         after=("teacher",)))
+    if ablation:  # the same run without the teacher term
+        stages.append(rl("grpo-only", "--teacher_backend", "none", "--teacher_tau", "0", needs=("student",)))
     stages += [
         evaluate("teacher", teacher, needs="teacher"),
-        rl("grpo-opd", needs=("student", "teacher"), alone=True),  # its step budget is the documented one
+        rl("grpo-opd", needs=("student", "teacher")),
         evaluate("grpo-opd", out / "grpo-opd", needs="grpo-opd"),
     ]
     if ablation:
@@ -144,67 +140,33 @@ def plan(out: Path, seed: int, n_heldout: int, n_predictions: int, ablation: boo
     return stages
 
 
-def start_stage(stage: Stage, logs: Path) -> tuple[subprocess.Popen, float]:
+def run_stage(stage: Stage, logs: Path) -> float:
+    """Run one stage, its output in logs/NAME.log; its seconds. A failure (exit code or no done file) is a
+    SystemExit that quotes the end of the log."""
     logs.mkdir(parents=True, exist_ok=True)
+    log = logs / f"{stage.name}.log"
     print(f"[demo] {stage.name}: {' '.join(stage.command[1:])}", flush=True)
-    with open(logs / f"{stage.name}.log", "w") as f:  # the child keeps its own handle
-        process = subprocess.Popen(stage.command, stdout=f, stderr=subprocess.STDOUT, cwd=ROOT,
-                                   env={**os.environ, "PYTHONUNBUFFERED": "1"})
-    return process, time.time()
-
-
-def finish_stage(stage: Stage, code: int, started: float, logs: Path) -> float:
+    started = time.time()
+    with open(log, "w") as f:
+        code = subprocess.run(stage.command, stdout=f, stderr=subprocess.STDOUT, cwd=ROOT,
+                              env={**os.environ, "PYTHONUNBUFFERED": "1"}).returncode
     seconds = time.time() - started
     if code != 0 or not stage.done_file.exists():
-        log = logs / f"{stage.name}.log"
         tail = "".join(log.read_text(errors="replace").splitlines(keepends=True)[-25:])
         raise SystemExit(f"[demo] stage {stage.name} failed (exit code {code}); last lines of {log}:\n{tail}")
     print(f"[demo] {stage.name} done in {seconds:.0f} s (load average {os.getloadavg()[0]:.1f})", flush=True)
     return seconds
 
 
-def run_stages(stages: list[Stage], logs: Path, jobs: int = 1, poll_s: float = 1.0) -> dict[str, float]:
-    """Run the stages whose done file is missing; seconds of each stage run. jobs=1: one after another in list order.
-    jobs>1: up to `jobs` at once, each once its `needs` are done, earlier stages first; an `alone` stage waits for the
-    running ones and holds back the later ones, so its timings are its own. A failed stage ends the run (SystemExit,
-    the others are stopped); the finished ones are kept for --resume."""
-    done = {s.name for s in stages if s.done_file.exists()}
-    for stage in stages:
-        if stage.name in done:
-            print(f"[demo] {stage.name}: already done ({stage.done_file})")
-    in_run = {s.name for s in stages}
-    pending = [s for s in stages if s.name not in done]
-    running: dict[str, tuple[Stage, subprocess.Popen, float]] = {}
+def run_stages(stages: list[Stage], logs: Path) -> dict[str, float]:
+    """Run, in list order, the stages whose done file is missing; seconds of each stage run. A failed stage ends the
+    run (SystemExit); the finished ones are kept for --resume."""
     seconds: dict[str, float] = {}
-    try:
-        while pending or running:
-            for stage in list(pending):
-                if len(running) >= jobs or any(r[0].alone for r in running.values()):
-                    break
-                waiting = {n for n in stage.after if n in in_run and n not in done}
-                ready = all(n in done for n in stage.needs) and not waiting if jobs > 1 else not running
-                if ready and stage.alone and running:
-                    break  # wait for the running stages; start nothing after it meanwhile
-                if ready:
-                    pending.remove(stage)
-                    running[stage.name] = (stage, *start_stage(stage, logs))
-                elif jobs == 1:
-                    break
-            if pending and not running:
-                missing = {n for s in pending for n in s.needs} - done - {s.name for s in pending}
-                names = [s.name for s in pending]
-                raise SystemExit(f"[demo] stages {names} need {sorted(missing)}, which no stage makes")
-            time.sleep(poll_s if running else 0)
-            for name, (stage, process, started) in list(running.items()):
-                code = process.poll()
-                if code is not None:
-                    del running[name]
-                    seconds[name] = round(finish_stage(stage, code, started, logs), 1)
-                    done.add(name)
-    finally:
-        for stage, process, _ in running.values():
-            process.terminate()
-            print(f"[demo] stopped {stage.name}", flush=True)
+    for stage in stages:
+        if stage.done_file.exists():
+            print(f"[demo] {stage.name}: already done ({stage.done_file})")
+        else:
+            seconds[stage.name] = round(run_stage(stage, logs), 1)
     return seconds
 
 
@@ -326,11 +288,10 @@ def results_block(results: dict[str, Any], image_prefix: str = "learning") -> st
     if kl:
         lines.append(f"\nteacher_kl at the first step {kl[0]:.3f}, at the last step {kl[-1]:.3f}.")
     times = ", ".join(f"{name} {s:.0f} s" for name, s in results["stage_seconds"].items())
-    wall, jobs = results.get("wall_seconds") or results["total_seconds"], results.get("jobs", 1)
-    at_once = f" with up to {jobs} stages at once (grpo-opd alone)" if jobs > 1 else ""
+    wall = results.get("wall_seconds") or results["total_seconds"]
     lines += [
         "",
-        f"Run: seed {results['seed']}, {results['machine']}, total wall time {wall / 60:.1f} min{at_once} "
+        f"Run: seed {results['seed']}, {results['machine']}, total wall time {wall / 60:.1f} min "
         f"({times}); 1-minute load average during the run {results['load_mean']:.1f} on average, "
         f"{results['load_max']:.1f} at most ({results['cpus']} CPUs: a load above that means other processes "
         "were competing for them). Written by "
@@ -418,11 +379,6 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     parser.add_argument("--ablation", action="store_true", help="also run GRPO without the teacher")
     parser.add_argument("--only", help="run only these stages (comma-separated; what they need must be done or "
                         "listed), e.g. model,student,grpo-only,eval-grpo-only on a fresh machine")
-    parser.add_argument("--jobs", type=int, default=1,
-                        help="stages run at once (default 1); with 2, evaluations and the GRPO-only control overlap "
-                             "other stages, while grpo-opd, whose step budget is reported, runs alone. Not on one "
-                             "GPU with vLLM: vLLM 0.26 counts other processes' memory against its budget "
-                             "(docs/learning.md)")
     parser.add_argument("--resume", action="store_true", help="keep the finished stages of an earlier run in --out")
     parser.add_argument("--fresh", action="store_true", help="delete --out first")
     parser.add_argument("--no-docs", action="store_true", help="do not touch docs/learning.md and docs/img")
@@ -465,7 +421,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
             raise SystemExit(f"[demo] --only {args.only}: {', '.join(missing)}, which is neither done nor selected")
         stages = kept
     started = time.time()
-    stage_seconds.update(run_stages(stages, out / "logs", args.jobs))
+    stage_seconds.update(run_stages(stages, out / "logs"))
     wall_seconds = previous.get("wall_seconds", 0.0) + round(time.time() - started, 1)
     if args.until or args.only:
         results_path.write_text(json.dumps({**previous, "stage_seconds": stage_seconds, "wall_seconds": wall_seconds},
@@ -482,7 +438,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
         "seed": args.seed, "machine": machine(), "cpus": os.cpu_count(), "date": time.strftime("%Y-%m-%d"),
         "heldout_dataset": heldout_spec(n_heldout, configs=configs), "temperature": config.get("temperature", 1.0),
         "reward_mode": config["reward_mode"], "stage_seconds": stage_seconds,
-        "total_seconds": sum(stage_seconds.values()), "wall_seconds": wall_seconds, "jobs": args.jobs,
+        "total_seconds": sum(stage_seconds.values()), "wall_seconds": wall_seconds,
         "loads": loads, "load_mean": sum(loads) / len(loads), "load_max": max(loads),
         "heldout": heldout, "training": training,
     }
