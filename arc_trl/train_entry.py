@@ -260,6 +260,8 @@ def format_step_budget(summary: dict) -> str:
                  f"torch {memory['peak_allocated']:.1f} "
                  f"GiB allocated / {memory['peak_reserved']:.1f} GiB reserved")
     return line
+
+
 def train_with_guard(arc: ArcConfig, args: GRPOConfig, make_trainer, resume: str | None):
     """Train, with the collapse guard (docs/collapse.md) when `collapse_guard` is not off: after a collapse, `stop`
     raises `CollapseStopped` (exit status 3, reason in output_dir/collapse_guard_stop.json); `rollback` builds a new

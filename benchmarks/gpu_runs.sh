@@ -117,14 +117,15 @@ case $stage in
   8b)  # the config as written (ARC-AGI-1 training tasks, 6 turns x 768 tokens, 3072-token episodes, prompts up to
     # 4096 tokens); a random 8B shape writes no code, so benchmark_full_turns makes every turn run to its cap
     python3 scripts/build_tiny_model.py --shape qwen3-8b --out "$work/qwen3-8b" --device cuda > /dev/null
-    run 8b-colocate "${LIMIT:-900}" python3 scripts/train.py --config configs/qwen3-8b-1gpu-colocate.yaml \
-      --model_name_or_path "$work/qwen3-8b" --output_dir "$work/runs/8b-colocate" --max_steps ${STEPS:-3} \
-      --report_to none --save_strategy no --benchmark_full_turns true --collapse_guard off --seed 0
+    train_8b() {  # train_8b NAME [EXTRA ARGS...]
+      local name=$1; shift
+      run "$name" "${LIMIT:-900}" python3 scripts/train.py --config configs/qwen3-8b-1gpu-colocate.yaml \
+        --model_name_or_path "$work/qwen3-8b" --output_dir "$work/runs/$name" --max_steps "${STEPS:-3}" \
+        --report_to none --save_strategy no --benchmark_full_turns true --collapse_guard off --seed 0 "$@"
+    }
+    train_8b 8b-colocate
     if [ ! -f "$work/runs/8b-colocate/run_summary.json" ]; then  # e.g. out of memory: the same batch in smaller pieces
-      run 8b-colocate-mb4 "${LIMIT:-900}" python3 scripts/train.py --config configs/qwen3-8b-1gpu-colocate.yaml \
-        --model_name_or_path "$work/qwen3-8b" --output_dir "$work/runs/8b-colocate-mb4" --max_steps ${STEPS:-3} \
-        --report_to none --save_strategy no --benchmark_full_turns true --collapse_guard off --seed 0 \
-        --per_device_train_batch_size 4 --gradient_accumulation_steps 8
+      train_8b 8b-colocate-mb4 --per_device_train_batch_size 4 --gradient_accumulation_steps 8
     fi
     ;;
   unsloth)  # the wheels: .gpu4/ carried by this call, or stashed by an earlier one (`stash .gpu4`)

@@ -288,10 +288,9 @@ def results_block(results: dict[str, Any], image_prefix: str = "learning") -> st
     if kl:
         lines.append(f"\nteacher_kl at the first step {kl[0]:.3f}, at the last step {kl[-1]:.3f}.")
     times = ", ".join(f"{name} {s:.0f} s" for name, s in results["stage_seconds"].items())
-    wall = results.get("wall_seconds") or results["total_seconds"]
     lines += [
         "",
-        f"Run: seed {results['seed']}, {results['machine']}, total wall time {wall / 60:.1f} min "
+        f"Run: seed {results['seed']}, {results['machine']}, total wall time {results['total_seconds'] / 60:.1f} min "
         f"({times}); 1-minute load average during the run {results['load_mean']:.1f} on average, "
         f"{results['load_max']:.1f} at most ({results['cpus']} CPUs: a load above that means other processes "
         "were competing for them). Written by "
@@ -420,12 +419,9 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
         if missing:
             raise SystemExit(f"[demo] --only {args.only}: {', '.join(missing)}, which is neither done nor selected")
         stages = kept
-    started = time.time()
     stage_seconds.update(run_stages(stages, out / "logs"))
-    wall_seconds = previous.get("wall_seconds", 0.0) + round(time.time() - started, 1)
     if args.until or args.only:
-        results_path.write_text(json.dumps({**previous, "stage_seconds": stage_seconds, "wall_seconds": wall_seconds},
-                                           indent=2))
+        results_path.write_text(json.dumps({**previous, "stage_seconds": stage_seconds}, indent=2))
         print(f"[demo] stopped after {args.until or args.only} (--until/--only); continue with --resume")
         return {}
     loads = previous.get("loads", []) + sampler.stop()
@@ -438,7 +434,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
         "seed": args.seed, "machine": machine(), "cpus": os.cpu_count(), "date": time.strftime("%Y-%m-%d"),
         "heldout_dataset": heldout_spec(n_heldout, configs=configs), "temperature": config.get("temperature", 1.0),
         "reward_mode": config["reward_mode"], "stage_seconds": stage_seconds,
-        "total_seconds": sum(stage_seconds.values()), "wall_seconds": wall_seconds,
+        "total_seconds": sum(stage_seconds.values()),
         "loads": loads, "load_mean": sum(loads) / len(loads), "load_max": max(loads),
         "heldout": heldout, "training": training,
     }
@@ -451,7 +447,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
           f"{pct(s['valid_outputs'])} -> {pct(a['valid_outputs'])}, mean reward {num(s['mean_reward'])} -> "
           f"{num(a['mean_reward'])}; training reward (first/last {WINDOW} steps) {num(t['reward_first'])} -> "
           f"{num(t['reward_last'])}; teacher_kl {num(t['teacher_kl_first'])} -> {num(t['teacher_kl_last'])}; "
-          f"wall time {wall_seconds / 60:.1f} min; results in {results_path}")
+          f"total {results['total_seconds'] / 60:.1f} min; results in {results_path}")
     return results
 
 

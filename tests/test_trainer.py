@@ -237,7 +237,6 @@ def test_benchmark_full_turns_makes_a_random_model_use_every_turn_to_its_cap(tin
     """A random-init model writes no code and rarely stops; with benchmark_full_turns each turn is exactly its cap
     and ends on the end-of-turn token, so the episodes take all turns (the 8B memory measurement, docs/memory.md)."""
     out = tmp_path / "run"
-    os.environ.setdefault("VLLM_CPU_KVCACHE_SPACE", "1")
     summary = main(_argv(tiny_model_dir, out, "--use_vllm", "true", "--vllm_mode", "colocate", "--max_steps", "1",
                          "--max_turns", "3", "--max_tokens_per_turn", "24", "--max_completion_length", "600",
                          "--vllm_max_model_length", "2560", "--max_prompt_tokens", "1600", "--save_strategy", "no",
