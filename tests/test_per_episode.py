@@ -198,6 +198,13 @@ def test_transformers_falls_back_to_lockstep_token_by_token(memorized_model_dir,
     check_real_episodes(episodes, prompts, tokenizer, memorized_model_dir)
 
 
+# Episodes sampled from the memorised model on the shared vLLM engine. At temperature 1 about 81% of them SUBMIT (39 of
+# 48 measured), and per-episode scheduling makes the engine's random stream depend on the sandbox's timing, so a test
+# that needs one SUBMIT among 3 episodes fails about once in 150 runs (it did in a clean-clone `make test` on
+# 2026-11-24); among 8, about once in 600,000.
+SAMPLED_EPISODES = 8
+
+
 @pytest.fixture(scope="module")
 def memorized_llm(memorized_model_dir):
     """One CPU vLLM engine shared by this module's vLLM tests."""
@@ -224,13 +231,13 @@ def test_vllm_engine_episodes_token_by_token(memorized_llm, memorized_model_dir,
 
     tokenizer = AutoTokenizer.from_pretrained(memorized_model_dir)
     gen = VLLMGenerator(memorized_llm, [tokenizer.eos_token_id], temperature=1.0)
-    prompts = [render_messages(memorized_task, "repl")] * 4
+    prompts = [render_messages(memorized_task, "repl")] * SAMPLED_EPISODES
     settings = RolloutSettings(agent_mode="repl", max_turns=3, max_tokens_per_turn=400, max_completion_length=1500,
                                scheduling=scheduling)
     finished = []
-    episodes = run_episodes([memorized_task] * 4, prompts, gen, tokenizer, pool, settings,
+    episodes = run_episodes([memorized_task] * SAMPLED_EPISODES, prompts, gen, tokenizer, pool, settings,
                             on_finished=lambda eps: finished.extend(ep.index for ep in eps))
-    assert sorted(finished) == [0, 1, 2, 3]
+    assert sorted(finished) == list(range(SAMPLED_EPISODES))
     assert memorized_llm.llm_engine.get_num_unfinished_requests() == 0
     check_real_episodes(episodes, prompts, tokenizer, memorized_model_dir)
 
@@ -249,10 +256,11 @@ def test_trainer_colocated_engine_per_episode_token_by_token(memorized_llm, memo
                          min_p=0.0, logprobs=0, generation_kwargs={})
     trainer = SimpleNamespace(use_vllm=True, vllm_generation=vg, eos_token_ids=[tokenizer.eos_token_id],
                               state=SimpleNamespace(global_step=0), _last_loaded_step=0)
-    prompts = [render_messages(memorized_task, "repl")] * 3
+    prompts = [render_messages(memorized_task, "repl")] * SAMPLED_EPISODES
     settings = RolloutSettings(agent_mode="repl", max_turns=3, max_tokens_per_turn=400, max_completion_length=1500,
                                scheduling="per_episode")
-    episodes = run_episodes([memorized_task] * 3, prompts, TrainerGenerator(trainer), tokenizer, pool, settings)
+    episodes = run_episodes([memorized_task] * SAMPLED_EPISODES, prompts, TrainerGenerator(trainer), tokenizer, pool,
+                            settings)
     check_real_episodes(episodes, prompts, tokenizer, memorized_model_dir)
     short = RolloutSettings(**{**vars(settings), "max_completion_length": 60})
     episodes = run_episodes([memorized_task] * 2, prompts[:2], TrainerGenerator(trainer), tokenizer, pool, short)
