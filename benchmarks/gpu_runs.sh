@@ -153,6 +153,27 @@ case $stage in
         --num_processes $n $bench "${big[@]}" --out "$work/bench/bench_8b_lora_zero3_x$n.json"
     done
     ;;
+  profile)  # issue 25: sub-phase profile of the 0.6B learning step (benchmarks/profile_step.py) for config variants
+    # that leave the loss unchanged (micro-batch size, sandbox workers, teacher batch, scheduling); the teacher is the
+    # student's weights (the same forwards as a separate teacher of that shape)
+    [ -f "$learning/student/model.safetensors" ] || run student "$limit" "${demo[@]}" --until student
+    mkdir -p "$work/bench"
+    steps=${STEPS:-6}
+    for v in ${VARIANTS:-base mb32 mb64 mb32_sw16_tb32 mb32_sw16_tb32_pe}; do
+      extra=()
+      case $v in *mb32*) extra+=(--per_device_train_batch_size 32 --gradient_accumulation_steps 2) ;; esac
+      case $v in *mb64*) extra+=(--per_device_train_batch_size 64 --gradient_accumulation_steps 1) ;; esac
+      case $v in *sw16*) extra+=(--sandbox_workers 16) ;; esac
+      case $v in *tb32*) extra+=(--teacher_batch_size 32) ;; esac
+      case $v in *_pe*) extra+=(--rollout_scheduling per_episode) ;; esac
+      case $v in *nois*) extra+=(--vllm_importance_sampling_correction false) ;; esac
+      run "prof-$v" "${PROFILE_LIMIT:-300}" python3 benchmarks/profile_step.py --out "$work/bench/profile_$v.json" \
+        --torch-profile-step "$steps" -- --config configs/gpu/learning/grpo-opd.yaml \
+        --model_name_or_path "$learning/student" --teacher_model "$learning/student" --max_steps "$steps" --seed 0 \
+        --collapse_guard off --output_dir "$work/runs/prof-$v" "${extra[@]}"
+      grep -A30 "^sub-phases" "$work/logs/prof-$v.log" | head -40
+    done
+    ;;
   *) echo "unknown stage $stage"; exit 2 ;;
 esac
 collect "$stage"
