@@ -31,7 +31,7 @@ from arc_trl.sandbox.observation import NO_CODE, format_turn
 from arc_trl.sandbox.results import STATUSES, ExecResult, ProgramResult, TurnResult
 
 if TYPE_CHECKING:
-    from arc_trl.sandbox.pool import SandboxPool
+    from arc_trl.sandbox.session_host import SessionHost
 
 RESTART_NOTE = ("the interpreter was restarted and its state was lost: variables, functions and imports from earlier "
                 "code are gone; np, train_inputs, train_outputs, test_inputs and SUBMIT are available again")
@@ -86,9 +86,12 @@ _PAGE_SIZE = os.sysconf("SC_PAGE_SIZE")
 
 
 class Session:
-    """A persistent sandboxed interpreter for one task. Create it with `SandboxPool.new_session(task)`."""
+    """A persistent sandboxed interpreter for one task. Create it with `SandboxPool.new_session(task)`.
 
-    def __init__(self, pool: SandboxPool, task: ArcTask) -> None:
+    `pool`: the `SessionHost` that runs it (the `SandboxPool` that created it).
+    """
+
+    def __init__(self, pool: SessionHost, task: ArcTask) -> None:
         self.pool = pool
         self.config = pool.config
         self.task_id = task.id
@@ -117,7 +120,7 @@ class Session:
     def _start(self) -> None:
         ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
         try:
-            pid, work_dir, generation = self.pool._forkserver.spawn(theirs)
+            pid, work_dir, generation = self.pool.forkserver.spawn(theirs)
         except BaseException:
             ours.close()
             raise
@@ -125,7 +128,7 @@ class Session:
             theirs.close()
         ours.setsockopt(socket.SOL_SOCKET, socket.SO_SNDTIMEO, struct.pack("ll", int(_SEND_TIMEOUT_S), 0))
         child = _Child(pid, ours, work_dir, generation)
-        child.finalizer = weakref.finalize(child, _kill_child, self.pool._forkserver, pid, generation, ours, work_dir)
+        child.finalizer = weakref.finalize(child, _kill_child, self.pool.forkserver, pid, generation, ours, work_dir)
         try:
             wire.send(ours.fileno(), self._setup)
             ready = wire.receive(ours.fileno(), max_bytes=1 << 16,
@@ -138,7 +141,7 @@ class Session:
                                f"({_describe_exit(info) or 'no exit status'})") from None
         protections = ready.get("protections")
         self.protections = protections if isinstance(protections, dict) else {}
-        self.pool._note_protections(self.protections)
+        self.pool.note_protections(self.protections)
         self._child = child
 
     def _kill(self, child: _Child) -> dict[str, Any]:
@@ -299,7 +302,7 @@ class Session:
             cpu, wall = self.config.time_limits(timeout_s)
             self._cell += 1
             message = {"op": "exec", "code": code, "cell": self._cell}
-            with self.pool._slots:
+            with self.pool.run_slots:
                 try:
                     result = self._validated(self._request(message, cpu, wall))
                 except ChildLost as lost:
@@ -425,7 +428,7 @@ class Session:
             if error is not None:
                 return None, f"crashed: the sandbox is unavailable ({error})", "", None
             message = {"op": "apply", "split": split, "index": index}
-            with self.pool._slots:
+            with self.pool.run_slots:
                 try:
                     reply = self._request(message, *self.config.time_limits(limit))
                     result = self._validated(reply)
@@ -466,7 +469,7 @@ class Session:
         return await self._in_thread(functools.partial(self.run_program, text))
 
     async def _in_thread(self, fn: Any) -> Any:
-        return await asyncio.get_running_loop().run_in_executor(self.pool._async_executor(), fn)
+        return await asyncio.get_running_loop().run_in_executor(self.pool.async_executor(), fn)
 
     # --- closing
 
