@@ -36,15 +36,19 @@ def _shutdown(forkserver: ForkServer, sessions: weakref.WeakSet, executors: list
 
 
 class SandboxPool:
-    """Factory of sandboxed sessions sharing one zygote. `with SandboxPool(4, cfg) as pool: ...`."""
+    """Factory of sandboxed sessions sharing one zygote. `with SandboxPool(4, cfg) as pool: ...`.
+
+    It is its sessions' `SessionHost`: `forkserver`, `run_slots`, `note_protections` and `async_executor` are there
+    for them.
+    """
 
     def __init__(self, num_workers: int = 4, config: SandboxConfig | None = None) -> None:
         if isinstance(num_workers, bool) or not isinstance(num_workers, int) or num_workers < 1:
             raise ValueError(f"num_workers must be a positive integer, got {num_workers!r}")
         self.num_workers = num_workers
         self.config = config if config is not None else SandboxConfig()
-        self._forkserver = ForkServer(self.config)
-        self._slots = threading.BoundedSemaphore(num_workers)
+        self.forkserver = ForkServer(self.config)
+        self.run_slots = threading.BoundedSemaphore(num_workers)
         self._sessions: weakref.WeakSet[Session] = weakref.WeakSet()
         self._executors: list[ThreadPoolExecutor] = []
         self._executor_lock = threading.Lock()
@@ -52,8 +56,8 @@ class SandboxPool:
         self._async_pool: ThreadPoolExecutor | None = None
         self.protections: dict[str, Any] = {}  # what the last started session reported (landlock, seccomp, ...)
         self.closed = False
-        self._finalizer = weakref.finalize(self, _shutdown, self._forkserver, self._sessions, self._executors)
-        self._forkserver.request({"op": "ping"})  # start the zygote now, so the first session is fast
+        self._finalizer = weakref.finalize(self, _shutdown, self.forkserver, self._sessions, self._executors)
+        self.forkserver.request({"op": "ping"})  # start the zygote now, so the first session is fast
 
     def new_session(self, task: ArcTask) -> Session:
         """A fresh interpreter for `task` (only its train pairs and test inputs reach the child)."""
@@ -91,19 +95,21 @@ class SandboxPool:
                 self._executors.append(self._turn_pool)
             return self._turn_pool
 
-    def _async_executor(self) -> ThreadPoolExecutor:
+    def async_executor(self) -> ThreadPoolExecutor:
+        """The threads that run the sessions' blocking calls for their asyncio methods (created on first use)."""
         with self._executor_lock:
             if self._async_pool is None:
                 self._async_pool = ThreadPoolExecutor(self.num_workers, thread_name_prefix="sandbox-async")
                 self._executors.append(self._async_pool)
             return self._async_pool
 
-    def _note_protections(self, protections: dict[str, Any]) -> None:
+    def note_protections(self, protections: dict[str, Any]) -> None:
+        """Keep what a freshly started session reported about its confinement (`protections`)."""
         self.protections = {k: v for k, v in protections.items() if k not in ("pid", "work_dir")}
 
     @property
     def zygote_pid(self) -> int | None:
-        return self._forkserver.pid
+        return self.forkserver.pid
 
     def close(self) -> None:
         """Kill every session and the zygote. Idempotent."""

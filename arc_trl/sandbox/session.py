@@ -1,94 +1,48 @@
 """One episode's persistent interpreter, seen from the trainer.
 
 Only the train pairs and the test inputs of the task are sent to the child; the test outputs never leave the
-trainer. Every reply is read with a size cap and a deadline and validated field by field. When the child dies, is
-killed for running past its time limit, or breaks the protocol, the caller gets a result saying so, and the session is
-transparently replaced by a fresh interpreter for the same task (state lost; the result's note tells the model).
+trainer. Every reply is read with a size cap and a deadline (`child_handle`) and validated field by field. When the
+child dies, is killed for running past its time limit, or breaks the protocol, the caller gets a result saying so,
+and the session is transparently replaced by a fresh interpreter for the same task (state lost; the result's note
+tells the model).
 """
 
 from __future__ import annotations
 
 import asyncio
 import functools
-import math
-import os
-import select
 import signal
 import socket
 import struct
 import threading
 import time
 import weakref
-from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Self
 
 from arc_trl.data.task import ArcTask, Grid, normalize_grid
 from arc_trl.sandbox.child import wire
-from arc_trl.sandbox.child.tree import remove_tree
+from arc_trl.sandbox.child_handle import ChildHandle, ChildLost, describe_exit, exit_kind, kill_child, resident_mb
 from arc_trl.sandbox.code_blocks import extract_code_blocks, extract_program, parses
 from arc_trl.sandbox.forkserver import SandboxError
 from arc_trl.sandbox.observation import NO_CODE, format_turn
 from arc_trl.sandbox.results import STATUSES, ExecResult, ProgramResult, TurnResult
 
 if TYPE_CHECKING:
-    from arc_trl.sandbox.pool import SandboxPool
+    from arc_trl.sandbox.session_host import SessionHost
 
 RESTART_NOTE = ("the interpreter was restarted and its state was lost: variables, functions and imports from earlier "
                 "code are gone; np, train_inputs, train_outputs, test_inputs and SUBMIT are available again")
 _SEND_TIMEOUT_S = 10.0
 _MAX_ERROR_KIND = 100
-_CLOCK_TICKS = os.sysconf("SC_CLK_TCK")
-_MIN_CPU_CHECK_S = 0.05
-
-
-class ChildLost(Exception):
-    """The child did not answer properly: 'timeout' (past a hard limit, named by `detail`), 'died' (EOF) or
-    'protocol'."""
-
-    def __init__(self, kind: str, detail: str) -> None:
-        super().__init__(f"{kind}: {detail}")
-        self.kind = kind
-        self.detail = detail
-
-
-@dataclass(eq=False)
-class _Child:
-    pid: int
-    channel: socket.socket
-    work_dir: str
-    generation: int
-    finalizer: weakref.finalize | None = None  # kills the process; also runs if the session is garbage-collected
-    cpu_seen: float = 0.0  # the child's CPU seconds at its last reply (what it used before the next request)
-
-
-def _kill_child(forkserver: Any, pid: int, generation: int, channel: socket.socket, work_dir: str) -> dict[str, Any]:
-    """Kill a child (through its zygote), close the channel, remove its working directory. Never raises."""
-    try:
-        info = forkserver.kill(pid, generation)
-    except Exception:  # noqa: BLE001  SandboxError, or anything else: cleanup must not fail the trainer
-        info = {"exit_code": None, "signal": None}
-    channel.close()
-    if os.path.lexists(work_dir):  # normally already discarded by the zygote; here only if the zygote is gone
-        remove_tree(work_dir)  # iterative: a 10 000-level folder tree cannot raise RecursionError
-    return info
-
-
-def _resident_mb(pid: int) -> float | None:
-    """Resident memory of a process in MB (None when it cannot be read)."""
-    try:
-        with open(f"/proc/{pid}/statm", "rb") as f:
-            return int(f.read().split()[1]) * _PAGE_SIZE / 2**20
-    except (OSError, ValueError, IndexError):
-        return None
-
-
-_PAGE_SIZE = os.sysconf("SC_PAGE_SIZE")
 
 
 class Session:
-    """A persistent sandboxed interpreter for one task. Create it with `SandboxPool.new_session(task)`."""
+    """A persistent sandboxed interpreter for one task. Create it with `SandboxPool.new_session(task)`.
 
-    def __init__(self, pool: SandboxPool, task: ArcTask) -> None:
+    `pool`: the `SessionHost` that runs it (the `SandboxPool` that created it).
+    """
+
+    def __init__(self, pool: SessionHost, task: ArcTask) -> None:
         self.pool = pool
         self.config = pool.config
         self.task_id = task.id
@@ -103,7 +57,7 @@ class Session:
             "test_inputs": [normalize_grid(g) for g in task.test_inputs],
         }
         self._lock = threading.RLock()
-        self._child: _Child | None = None
+        self._child: ChildHandle | None = None
         self._next_id = 0
         self._cell = 0
         self.submitted: list[Grid] | None = None  # the last valid SUBMIT of this session
@@ -117,15 +71,15 @@ class Session:
     def _start(self) -> None:
         ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
         try:
-            pid, work_dir, generation = self.pool._forkserver.spawn(theirs)
+            pid, work_dir, generation = self.pool.forkserver.spawn(theirs)
         except BaseException:
             ours.close()
             raise
         finally:
             theirs.close()
         ours.setsockopt(socket.SOL_SOCKET, socket.SO_SNDTIMEO, struct.pack("ll", int(_SEND_TIMEOUT_S), 0))
-        child = _Child(pid, ours, work_dir, generation)
-        child.finalizer = weakref.finalize(child, _kill_child, self.pool._forkserver, pid, generation, ours, work_dir)
+        child = ChildHandle(pid, ours, work_dir, generation)
+        child.finalizer = weakref.finalize(child, kill_child, self.pool.forkserver, pid, generation, ours, work_dir)
         try:
             wire.send(ours.fileno(), self._setup)
             ready = wire.receive(ours.fileno(), max_bytes=1 << 16,
@@ -135,13 +89,13 @@ class Session:
         except (OSError, wire.WireError) as e:
             info = self._kill(child)
             raise SandboxError(f"a sandbox session for task {self.task_id!r} did not start: {e} "
-                               f"({_describe_exit(info) or 'no exit status'})") from None
+                               f"({describe_exit(info) or 'no exit status'})") from None
         protections = ready.get("protections")
         self.protections = protections if isinstance(protections, dict) else {}
-        self.pool._note_protections(self.protections)
+        self.pool.note_protections(self.protections)
         self._child = child
 
-    def _kill(self, child: _Child) -> dict[str, Any]:
+    def _kill(self, child: ChildHandle) -> dict[str, Any]:
         return (child.finalizer() if child.finalizer is not None else None) or {}
 
     def _ensure_child(self) -> str | None:
@@ -162,61 +116,7 @@ class Session:
         assert child is not None
         self._next_id += 1
         message.update(id=self._next_id, cpu=cpu_s, wall=wall_s)
-        fd = child.channel.fileno()
-        try:
-            wire.send(fd, message)
-        except OSError as e:
-            raise ChildLost("died", f"could not send the request ({e})") from None
-        wall_deadline = self._await_reply(child, cpu_s, wall_s)
-        try:
-            deadline = max(wall_deadline, time.monotonic() + self.config.kill_grace_s)
-            reply = wire.receive(fd, max_bytes=self.config.max_reply_bytes, deadline=deadline)
-        except wire.WireTimeout:
-            raise ChildLost("timeout", f"the time limit of {wall_s:g} s (wall clock)") from None
-        except wire.WireError as e:
-            kind = "died" if "closed" in str(e) or "channel error" in str(e) else "protocol"
-            raise ChildLost(kind, str(e)) from None
-        if not isinstance(reply, dict) or reply.get("id") != message["id"]:
-            raise ChildLost("protocol", "reply does not match the request")
-        cpu_total = reply.get("cpu_total")
-        if isinstance(cpu_total, float) and math.isfinite(cpu_total) and cpu_total >= 0:
-            child.cpu_seen = cpu_total
-        return reply
-
-    def _await_reply(self, child: _Child, cpu_s: float, wall_s: float) -> float:
-        """Wait until the child starts answering; returns the wall-clock deadline of the request.
-
-        Raises ChildLost('timeout') once the child's CPU time for this request passes `cpu_s + kill_grace_s`, or the
-        wall clock passes `wall_s + kill_grace_s`. The CPU time is the kernel's count (/proc) minus what the child
-        had used at its last reply (as it reported it: a report above the kernel's count is ignored, and a child that
-        misreports gains nothing past the wall-clock backstop). It is only read when it could have passed the limit
-        (one thread's CPU time cannot run ahead of the wall clock).
-        """
-        grace = self.config.kill_grace_s
-        start = time.monotonic()
-        wall_deadline = start + wall_s + grace
-        cpu_budget = cpu_s + grace
-        next_check = start + cpu_budget
-        poller = select.poll()
-        poller.register(child.channel.fileno(), select.POLLIN | select.POLLHUP | select.POLLERR)
-        while True:
-            now = time.monotonic()
-            if now >= wall_deadline:
-                raise ChildLost("timeout", f"the time limit of {wall_s:g} s (wall clock)")
-            if now >= next_check:
-                total = _process_cpu_s(child.pid)
-                if total is not None and total < child.cpu_seen:
-                    child.cpu_seen = 0.0  # the child reported more CPU than the kernel counted: trust only the kernel
-                used = None if total is None else total - child.cpu_seen
-                if used is None:
-                    next_check = math.inf  # /proc unreadable: the wall-clock backstop still holds
-                elif used >= cpu_budget:
-                    raise ChildLost("timeout", f"the CPU time limit of {cpu_s:g} s")
-                else:
-                    next_check = now + max(_MIN_CPU_CHECK_S, cpu_budget - used)
-            wait = min(wall_deadline, next_check) - now
-            if poller.poll(max(1, math.ceil(wait * 1000))):
-                return wall_deadline
+        return child.request(message, cpu_s, wall_s, self.config.kill_grace_s, self.config.max_reply_bytes)
 
     def _validated(self, reply: dict[str, Any]) -> ExecResult:
         """Turn a child's reply into an ExecResult, trusting nothing (raises ChildLost('protocol'))."""
@@ -268,8 +168,8 @@ class Session:
             status, kind = "crashed", "protocol"
             what = "the interpreter sent an invalid reply and was stopped"
         else:
-            status, kind = "crashed", _exit_kind(info)
-            what = f"the interpreter {_describe_exit(info) or 'died'}"
+            status, kind = "crashed", exit_kind(info)
+            what = f"the interpreter {describe_exit(info) or 'died'}"
         self.restarts += 1
         error = self._ensure_child()
         if error is None:
@@ -299,7 +199,7 @@ class Session:
             cpu, wall = self.config.time_limits(timeout_s)
             self._cell += 1
             message = {"op": "exec", "code": code, "cell": self._cell}
-            with self.pool._slots:
+            with self.pool.run_slots:
                 try:
                     result = self._validated(self._request(message, cpu, wall))
                 except ChildLost as lost:
@@ -319,7 +219,7 @@ class Session:
         limit = self.config.idle_memory_mb
         if limit is None or self._child is None or result.restarted:
             return
-        resident = _resident_mb(self._child.pid)
+        resident = resident_mb(self._child.pid)
         if resident is None or resident <= limit:
             return
         child, self._child = self._child, None
@@ -425,7 +325,7 @@ class Session:
             if error is not None:
                 return None, f"crashed: the sandbox is unavailable ({error})", "", None
             message = {"op": "apply", "split": split, "index": index}
-            with self.pool._slots:
+            with self.pool.run_slots:
                 try:
                     reply = self._request(message, *self.config.time_limits(limit))
                     result = self._validated(reply)
@@ -466,7 +366,7 @@ class Session:
         return await self._in_thread(functools.partial(self.run_program, text))
 
     async def _in_thread(self, fn: Any) -> Any:
-        return await asyncio.get_running_loop().run_in_executor(self.pool._async_executor(), fn)
+        return await asyncio.get_running_loop().run_in_executor(self.pool.async_executor(), fn)
 
     # --- closing
 
@@ -487,17 +387,6 @@ class Session:
         self.close()
 
 
-def _process_cpu_s(pid: int) -> float | None:
-    """CPU seconds (user + system) used so far by process `pid`, from /proc (None when it cannot be read)."""
-    try:
-        with open(f"/proc/{pid}/stat", "rb") as f:
-            data = f.read()
-        fields = data[data.rindex(b")") + 2:].split()  # after "pid (comm) ": state is field 3, utime 14, stime 15
-        return (int(fields[11]) + int(fields[12])) / _CLOCK_TICKS
-    except (OSError, ValueError, IndexError):
-        return None
-
-
 def _clean_text(text: str) -> str:
     """Valid UTF-8 text (lone surrogates from hostile output replaced)."""
     return text.encode("utf-8", "replace").decode("utf-8")
@@ -506,30 +395,3 @@ def _clean_text(text: str) -> str:
 def _last_line(text: str) -> str | None:
     lines = [line.strip() for line in text.strip().splitlines() if line.strip()]
     return lines[-1][:500] if lines else None
-
-
-def _exit_kind(info: dict[str, Any]) -> str:
-    if info.get("signal"):
-        return f"signal:{_signal_name(info['signal'])}"
-    if info.get("exit_code") is not None:
-        return f"exit:{info['exit_code']}"
-    return "died"
-
-
-def _describe_exit(info: dict[str, Any]) -> str | None:
-    sig = info.get("signal")
-    if sig:
-        name = _signal_name(sig)
-        hint = " (for example out of memory)" if sig == signal.SIGKILL else ""
-        return f"was killed by signal {name}{hint}"
-    if info.get("exit_code") is not None:
-        return f"exited with code {info['exit_code']}"
-    return None
-
-
-def _signal_name(number: Any) -> str:
-    try:
-        return signal.Signals(int(number)).name
-    except (ValueError, TypeError):
-        return str(number)
-

@@ -25,8 +25,8 @@ import traceback
 from collections.abc import Callable
 from typing import Any
 
+import audit_hook
 import grids
-import guard
 import numpy as np
 import wire
 
@@ -213,7 +213,7 @@ class Session:
             except BaseException as e:  # noqa: BLE001  everything model code raises is reported, nothing escapes
                 self._write_exception(e)  # still under the timers: formatting may run model code (__str__)
                 self._disarm()
-                if isinstance(e, (guard.SandboxRefused, guard.SandboxImportRefused)):
+                if isinstance(e, (audit_hook.SandboxRefused, audit_hook.SandboxImportRefused)):
                     return "refused", "refused", None
                 return "error", type(e).__name__, None
         finally:

@@ -33,10 +33,12 @@ import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
+import audit_hook
 import cleaner
 import grids  # noqa: F401  (preloaded for the children)
 import guard
 import runtime
+import syscall_filter
 import wire
 
 sys.path.remove(HERE)
@@ -196,12 +198,12 @@ class Zygote:
             no_new_tasks=max_threads <= 1)
         protections["landlock"] = guard.install_landlock(self.landlock_paths, [work_dir], DEVICE_FILES)
         protections["capabilities"] = guard.drop_capabilities()  # before seccomp, which refuses capset
-        protections["seccomp"] = guard.install_seccomp(allow_threads=max_threads > 1)
+        protections["seccomp"] = syscall_filter.install_seccomp(allow_threads=max_threads > 1)
         for name in list(sys.modules):
-            if name.partition(".")[0] in guard.DENIED_MODULES:
+            if name.partition(".")[0] in audit_hook.DENIED_MODULES:
                 del sys.modules[name]  # a fresh import of these now goes through the audit hook (and is refused)
         if config.get("audit_hook", True):
-            guard.install_audit_hook(work_dir, self.read_roots, self.read_excluded, self.packages, DEVICE_FILES)
+            audit_hook.install_audit_hook(work_dir, self.read_roots, self.read_excluded, self.packages, DEVICE_FILES)
         protections["audit_hook"] = bool(config.get("audit_hook", True))
         wire.send(fd, {"ready": True, "protections": protections})
         runtime.serve(fd, session)

@@ -1,0 +1,161 @@
+"""The shape of the `arc_trl` package: no module over 500 lines, no import cycle among its modules.
+
+Import graph: read with `ast` (nothing is imported), one edge per import executed when a module is loaded: module
+level, including inside top-level `if` / `try` / `with` and class bodies; not inside functions, and not under
+`if TYPE_CHECKING:`. `import a.b` and `from a.b import c` point at `a.b`, or at `a.b.c` when that is a module;
+parent packages are not added (their `__init__` runs first, but a package re-exporting its modules is not a cycle).
+The modules of `arc_trl/sandbox/child/` import each other by their bare names (the zygote runs them as scripts), and
+are resolved as such. A cycle is a strongly connected component of more than one module.
+"""
+
+from __future__ import annotations
+
+import ast
+from collections import deque
+from pathlib import Path
+
+PACKAGE = Path(__file__).resolve().parent.parent / "arc_trl"
+MAX_LINES = 500
+BARE_NAME_PACKAGES = ("arc_trl.sandbox.child",)  # their modules import each other as top-level names
+
+
+def module_files() -> dict[str, Path]:
+    """Dotted module name -> file, for every module of the package."""
+    modules = {}
+    for path in sorted(PACKAGE.rglob("*.py")):
+        parts = path.relative_to(PACKAGE.parent).with_suffix("").parts
+        if parts[-1] == "__init__":
+            parts = parts[:-1]
+        modules[".".join(parts)] = path
+    return modules
+
+
+def _is_type_checking(test: ast.expr) -> bool:
+    return (isinstance(test, ast.Name) and test.id == "TYPE_CHECKING") or (
+        isinstance(test, ast.Attribute) and test.attr == "TYPE_CHECKING")
+
+
+def _load_time_imports(nodes: list[ast.stmt]) -> list[ast.Import | ast.ImportFrom]:
+    """The import statements run when the module is loaded (see the module docstring)."""
+    found: list[ast.Import | ast.ImportFrom] = []
+    pending = list(nodes)
+    while pending:
+        node = pending.pop()
+        if isinstance(node, (ast.Import, ast.ImportFrom)):
+            found.append(node)
+        elif isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+            continue
+        elif isinstance(node, ast.If) and _is_type_checking(node.test):
+            pending.extend(node.orelse)
+        else:
+            pending.extend(child for child in ast.iter_child_nodes(node) if isinstance(child, ast.stmt))
+            for handler in getattr(node, "handlers", []):  # try / except bodies
+                pending.extend(handler.body)
+    return found
+
+
+def _targets(module: str, is_package: bool, node: ast.Import | ast.ImportFrom, modules: dict[str, Path]) -> set[str]:
+    """The package's modules an import statement of `module` loads (named, not their parents)."""
+    package = module if is_package else module.rpartition(".")[0]
+    bare = package in BARE_NAME_PACKAGES
+
+    def resolve(name: str) -> str | None:
+        if bare and f"{package}.{name}" in modules:
+            return f"{package}.{name}"
+        while name and name not in modules:  # `import a.b.c` of a non-module c: the closest module
+            name = name.rpartition(".")[0]
+        return name or None
+
+    if isinstance(node, ast.Import):
+        found = {resolve(alias.name) for alias in node.names}
+    else:
+        if node.level:
+            base = package.split(".")
+            base = base[: len(base) - (node.level - 1)]
+            origin = ".".join(base + ([node.module] if node.module else []))
+        else:
+            origin = node.module or ""
+        found = set()
+        for alias in node.names:
+            submodule = f"{origin}.{alias.name}"
+            found.add(submodule if submodule in modules else resolve(origin))
+    return {target for target in found if target is not None and target != module}
+
+
+def import_graph() -> tuple[dict[str, set[str]], dict[tuple[str, str], int]]:
+    """(module -> the package's modules it imports when loaded, (module, target) -> line of the first such import)."""
+    modules = module_files()
+    graph: dict[str, set[str]] = {name: set() for name in modules}
+    lines: dict[tuple[str, str], int] = {}
+    for name, path in modules.items():
+        tree = ast.parse(path.read_text(), filename=str(path))
+        for node in _load_time_imports(tree.body):
+            for target in _targets(name, path.name == "__init__.py", node, modules):
+                graph[name].add(target)
+                lines[(name, target)] = min(lines.get((name, target), node.lineno), node.lineno)
+    return graph, lines
+
+
+def _reachable(graph: dict[str, set[str]], start: str) -> set[str]:
+    seen, pending = set(), [start]
+    while pending:
+        for target in graph[pending.pop()]:
+            if target not in seen:
+                seen.add(target)
+                pending.append(target)
+    return seen
+
+
+def cycles(graph: dict[str, set[str]]) -> list[list[str]]:
+    """The strongly connected components of more than one module, each sorted; sorted by their first module."""
+    reach = {name: _reachable(graph, name) for name in graph}
+    components, placed = [], set()
+    for name in sorted(graph):
+        if name in placed or name not in reach[name]:
+            continue
+        component = sorted(other for other in reach[name] if name in reach[other])
+        placed.update(component)
+        if len(component) > 1:
+            components.append(component)
+    return components
+
+
+def shortest_cycle(graph: dict[str, set[str]], component: list[str]) -> list[str]:
+    """A shortest import cycle through the first module of `component`: [a, b, ..., a]."""
+    start, members = component[0], set(component)
+    previous: dict[str, str] = {}
+    pending = deque([start])
+    while pending:
+        name = pending.popleft()
+        for target in sorted(graph[name] & members):
+            if target == start:
+                path = [name]
+                while path[-1] != start:
+                    path.append(previous[path[-1]])
+                return [start, *reversed(path[:-1]), start]
+            if target not in previous:
+                previous[target] = name
+                pending.append(target)
+    raise AssertionError(f"no cycle through {start}")
+
+
+def describe(graph: dict[str, set[str]], lines: dict[tuple[str, str], int], component: list[str]) -> str:
+    cycle = shortest_cycle(graph, component)
+    steps = [f"{a} -> {b} (line {lines[(a, b)]})" for a, b in zip(cycle, cycle[1:])]
+    return f"{len(component)} modules: {', '.join(component)}\n    e.g. " + "\n         ".join(steps)
+
+
+def test_no_module_is_over_500_lines():
+    counts = {name: len(path.read_text().splitlines()) for name, path in module_files().items()}
+    over = sorted(((n, name) for name, n in counts.items() if n > MAX_LINES), reverse=True)
+    assert not over, f"modules over {MAX_LINES} lines (split them along a real seam):\n" + "\n".join(
+        f"  {n:5d}  {module_files()[name].relative_to(PACKAGE.parent)}" for n, name in over)
+
+
+def test_no_import_cycle_among_the_package_modules():
+    graph, lines = import_graph()
+    assert any(graph.values()), "no import found at all: the reader is broken"
+    found = cycles(graph)
+    assert not found, "import cycles (strongly connected components):\n" + "\n".join(
+        f"  {describe(graph, lines, component)}" for component in found)
+
