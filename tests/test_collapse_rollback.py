@@ -42,6 +42,7 @@ class _Probe(TrainerCallback):
             "lrs": [group["lr"] for group in optimizer.param_groups],
             "scheduler_lrs": list(lr_scheduler.get_last_lr()),
             "generation": (getattr(trainer, "_last_loaded_step", None), trainer._step, trainer._buffered_inputs),
+            "engine": getattr(getattr(trainer, "vllm_generation", None), "llm", None),
         }
 
     def on_train_begin(self, args, state, control, model=None, optimizer=None, lr_scheduler=None, **kwargs):
@@ -68,6 +69,15 @@ def built(monkeypatch):
             self.probe = _Probe(self)
             self.add_callback(self.probe)
             trainers.append(self)
+            self.syncs = []  # (attempt, global step) of each weight sync to vLLM
+            if self.use_vllm:
+                sync = self.vllm_generation.sync_weights
+
+                def recorded_sync():
+                    self.syncs.append((len(self.probe.begins) - 1, self.state.global_step))
+                    return sync()
+
+                self.vllm_generation.sync_weights = recorded_sync
 
     monkeypatch.setattr(arc_trl.trainer, "ArcGRPOTrainer", Counted)
     return trainers
@@ -170,3 +180,27 @@ def test_a_collapse_before_the_first_save_rolls_back_to_the_initial_weights(tiny
     assert after["scheduler_lrs"] == [pytest.approx(BASE_LR * SCALE)] * len(after["scheduler_lrs"])
     events = [json.loads(line) for line in (out / "collapse_guard.jsonl").read_text().splitlines()]
     assert next(e for e in events if e["event"] == "rollback")["resume_from"] == str(out / "checkpoint-0")
+
+
+@pytest.mark.vllm
+def test_rollback_keeps_the_colocated_vllm_engine_and_syncs_it_the_checkpoint_weights(tiny_model_dir, tmp_path,
+                                                                                    monkeypatch, built):
+    """With colocated vLLM (CPU build): the engine built with the trainer is the one generating after the rollback,
+    and the first generation after it syncs the restored weights (the sampler's log-probs then match the trainer's)."""
+    _collapse_at(monkeypatch, 3)
+    out = tmp_path / "run"
+    summary = _run(tiny_model_dir, out, "--use_vllm", "true", "--vllm_mode", "colocate", "--save_steps", "1",
+                   "--save_total_limit", "10", "--vllm_max_model_length", "1536")
+    assert summary["global_step"] == 4 and summary["collapse_rollbacks"] == 1 and len(built) == 1
+    trainer = built[0]
+    first, after = trainer.probe.begins
+    assert first["engine"] is not None and after["engine"] is first["engine"]  # no second engine
+    assert after["global_step"] == 1 and after["generation"] == (-1, 0, None)  # a sync is due at the next generation
+    _assert_restored(after, out / "checkpoint-1", trainer.probe.ends[0]["weights"])
+    # attempt 0 synced before steps 1-3 (global steps 0-2); attempt 1 syncs checkpoint-1's weights first
+    assert trainer.syncs == [(0, 0), (0, 1), (0, 2), (1, 1), (1, 2), (1, 3)], trainer.syncs
+    state = json.loads((out / "trainer_state.json").read_text())
+    after_rollback = [h for h in state["log_history"] if "reward" in h and h["step"] >= 2]
+    assert [h["step"] for h in after_rollback] == [2, 3, 4]
+    for h in after_rollback:  # the engine generates with the trainer's weights (CPU: the same numbers)
+        assert h["sampling/sampling_logp_difference/mean"] < 1e-3, h["sampling/sampling_logp_difference/mean"]
