@@ -9,9 +9,13 @@ def reset_generation_state(trainer) -> None:
     """After a rollback loaded a checkpoint into this trainer: sync the weights to vLLM at the next generation and
     forget the generation batch sampled from the collapsed weights, as a newly built trainer would.
 
-    TRL syncs only when `state.global_step != _last_loaded_step`; the rollback restores `global_step` to the
-    checkpoint's step, which can equal the step of the last sync before the collapse (vLLM would then keep
-    generating with the collapsed weights). Without vLLM the trainer generates with its own weights: nothing to sync.
+    TRL syncs only when `state.global_step != _last_loaded_step`, a test of step numbers, not of weights: after the
+    rollback the step number goes back to the checkpoint's, and the engine holds the weights of a later step of the
+    collapsed attempt. In TRL's own flow the last sync comes after the rollback target (a checkpoint is confirmed
+    only by verdicts on episodes sampled after it), so the numbers differ; anything else that syncs or sets the step
+    (an evaluation callback, a future change) could make them equal, so the sync is made unconditional here. With
+    `steps_per_generation > 1`, `_buffered_inputs` may hold a batch sampled from the collapsed weights, and `_step`
+    decides whether it is used. Without vLLM the trainer generates with its own weights: nothing to sync.
     """
     # TRL private: GRPOTrainer._last_loaded_step (set to -1 in __init__ when use_vllm, compared with
     # state.global_step before each generation in _generate / _generate_single_turn, and by
