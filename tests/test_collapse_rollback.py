@@ -70,6 +70,7 @@ def built(monkeypatch):
             self.add_callback(self.probe)
             trainers.append(self)
             self.syncs = []  # (attempt, global step) of each weight sync to vLLM
+            self.generations = []  # (attempt, global step) of each generation batch
             if self.use_vllm:
                 sync = self.vllm_generation.sync_weights
 
@@ -78,6 +79,10 @@ def built(monkeypatch):
                     return sync()
 
                 self.vllm_generation.sync_weights = recorded_sync
+
+        def _generate_and_score_completions(self, inputs):
+            self.generations.append((len(self.probe.begins) - 1, self.state.global_step))
+            return super()._generate_and_score_completions(inputs)
 
     monkeypatch.setattr(arc_trl.trainer, "ArcGRPOTrainer", Counted)
     return trainers
@@ -180,6 +185,21 @@ def test_a_collapse_before_the_first_save_rolls_back_to_the_initial_weights(tiny
     assert after["scheduler_lrs"] == [pytest.approx(BASE_LR * SCALE)] * len(after["scheduler_lrs"])
     events = [json.loads(line) for line in (out / "collapse_guard.jsonl").read_text().splitlines()]
     assert next(e for e in events if e["event"] == "rollback")["resume_from"] == str(out / "checkpoint-0")
+
+
+def test_after_a_rollback_the_first_step_samples_afresh_not_from_the_buffered_batch(tiny_model_dir, tmp_path,
+                                                                                   monkeypatch, built):
+    """steps_per_generation 2: TRL samples one batch for two optimizer steps and buffers it. The collapse at step 3
+    leaves half of a batch sampled from the collapsed weights in the buffer; the first step after the rollback must
+    sample a new batch from the restored weights, as a new trainer would."""
+    _collapse_at(monkeypatch, 3)
+    out = tmp_path / "run"
+    summary = _run(tiny_model_dir, out, "--steps_per_generation", "2", "--save_steps", "1", "--save_total_limit", "10")
+    assert summary["global_step"] == 4 and summary["collapse_rollbacks"] == 1 and len(built) == 1
+    trainer = built[0]
+    # checkpoint-1 is judged 2 steps on (one generation later): rejected by step 3, so back to checkpoint-0
+    assert trainer.probe.begins[1]["global_step"] == 0
+    assert trainer.generations == [(0, 0), (0, 2), (1, 0), (1, 2)], trainer.generations
 
 
 @pytest.mark.vllm
