@@ -159,16 +159,18 @@ class ArcConfig:
         default=0.5, metadata={"help": "Learning-rate multiplier applied at each rollback (1.0: keep it)."}
     )
     collapse_baseline_steps: int = field(
-        default=20, metadata={"help": "The run's first logged steps whose means are the detector's baseline."}
+        default=20, metadata={"help": "Non-collapse logged steps in the detector's baseline (the run's first ones) "
+                              "and its healthy level (the last ones)."}
     )
     collapse_window: int = field(default=10, metadata={"help": "Logged steps averaged into each current value."})
     collapse_min_signals: int = field(
-        default=2, metadata={"help": "Rules that must reach collapse level together to label a step `collapse`."}
+        default=2, metadata={"help": "Metrics at collapse level needed together to label a step `collapse`."}
     )
     collapse_thresholds: dict | str | None = field(
         default=None,
         metadata={"help": "Per-signal overrides, a mapping (YAML) or JSON: {metric or metric:direction: {warn, "
-                  "collapse, change, floor} or null to drop}. Defaults: arc_trl/collapse/detector.py DEFAULT_RULES."},
+                  "collapse, change, floor, sudden} or null to drop; no_valid_left / all_truncated / "
+                  "reward_at_floor: {value, healthy} or null}. Defaults: arc_trl/collapse/detector.py."},
     )
 
     # --- debugging ------------------------------------------------------------------------------------------------

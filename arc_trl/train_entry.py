@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import dataclasses
 import json
-import math
 import os
 import sys
 import time
@@ -262,83 +261,6 @@ def format_step_budget(summary: dict) -> str:
     return line
 
 
-def train_with_guard(arc: ArcConfig, args: GRPOConfig, make_trainer, resume: str | None):
-    """Train, with the collapse guard (docs/collapse.md) when `collapse_guard` is not off: after a collapse, `stop`
-    raises `CollapseStopped` (exit status 3, reason in output_dir/collapse_guard_stop.json); `rollback` builds a new
-    trainer and resumes from the last ok checkpoint with a scaled learning rate, at most collapse_max_rollbacks times.
-    Returns the trainer that finished (closed)."""
-    from arc_trl.collapse.rollback import (
-        CollapseStopped,
-        discard_checkpoints_after,
-        release_trainer,
-        write_stop_report,
-    )
-
-    from arc_trl.collapse.callback import read_checkpoint_info
-
-    saved = read_checkpoint_info(resume) if resume else {}  # a restarted run keeps its rollbacks' lr and count
-    base_lr, multiplier, rollbacks = args.learning_rate, saved.get("lr_multiplier", 1.0), saved.get("rollbacks", 0)
-    while True:
-        args.learning_rate = base_lr * multiplier  # a fresh start uses it; a resume rescales the restored optimizer
-        trainer = make_trainer()
-        guard = attach_collapse_guard(trainer, arc, args, multiplier, rollbacks)
-        try:
-            trainer.train(resume_from_checkpoint=resume)
-            collapse = guard.collapse if guard is not None else None
-            if collapse is None:
-                trainer.save_model(args.output_dir)
-                trainer.save_state()  # output_dir/trainer_state.json: the whole log history, for plots
-                trainer.collapse_rollbacks = rollbacks
-                return trainer
-            last_ok = str(guard.last_ok_checkpoint) if guard.last_ok_checkpoint else None
-            if arc.collapse_guard == "rollback" and rollbacks < arc.collapse_max_rollbacks:
-                rollbacks += 1
-                multiplier *= arc.collapse_lr_scale
-                ok_step = int(last_ok.rsplit("-", 1)[1]) if last_ok else 0
-                if trainer.accelerator.is_main_process:
-                    discard_checkpoints_after(args.output_dir, ok_step, rollbacks)
-                trainer.accelerator.wait_for_everyone()
-                print(f"[collapse-guard] rollback {rollbacks}/{arc.collapse_max_rollbacks}: collapse at step "
-                      f"{collapse.step}; resuming from {last_ok or 'the initial model'} with learning rate "
-                      f"x{multiplier:g} ({base_lr * multiplier:g})", file=sys.stderr, flush=True)
-                resume = last_ok
-                guard._write({"event": "rollback", "rollback": rollbacks, "from_step": collapse.step,
-                              "resume_from": last_ok, "lr_multiplier": multiplier})
-                release_trainer(trainer)
-                del trainer, guard  # the next trainer must not share memory with this one
-                continue
-            saved_to = os.path.join(args.output_dir, "collapse_guard", f"collapsed-step-{collapse.step}")
-            trainer.save_model(saved_to)  # the collapsed weights, for inspection (not a resumable checkpoint-N)
-            trainer.save_state()
-            if trainer.accelerator.is_main_process:
-                reason = write_stop_report(args.output_dir, collapse, arc.collapse_guard, rollbacks, saved_to, last_ok)
-            else:
-                reason = f"collapse at step {collapse.step}"
-            print(f"[collapse-guard] STOPPED: {reason}. Report: {args.output_dir}/collapse_guard_stop.json",
-                  file=sys.stderr, flush=True)
-            raise CollapseStopped(reason)
-        finally:
-            if "trainer" in locals():
-                trainer.close()
-
-
-def attach_collapse_guard(trainer, arc: ArcConfig, args: GRPOConfig, lr_multiplier: float, rollbacks: int):
-    if arc.collapse_guard == "off":
-        return None
-    from arc_trl.collapse.callback import CollapseGuardCallback
-    from arc_trl.collapse.settings import detector_settings
-
-    # optimizer steps between two generations: a checkpoint is judged by the first verdict on episodes sampled from it
-    per_generation = getattr(args, "steps_per_generation", None) or 1
-    accumulation = getattr(args, "gradient_accumulation_steps", 1) or 1
-    confirm = math.ceil(per_generation * (getattr(args, "num_iterations", 1) or 1) / accumulation)
-    guard = CollapseGuardCallback(detector_settings(arc), arc.collapse_guard, args.output_dir, lr_multiplier,
-                                  attempt=rollbacks, is_main_process=trainer.accelerator.is_main_process,
-                                  confirm_steps=confirm)
-    trainer.callback_handler.callbacks.insert(0, guard)  # first, so that reporters log the keys it adds
-    return guard
-
-
 def main(argv: list[str] | None = None) -> dict | None:
     arc, args, model_args = parse_config(argv)
     if arc.check_config:
@@ -395,6 +317,8 @@ def main(argv: list[str] | None = None) -> dict | None:
         from transformers.trainer_utils import get_last_checkpoint
 
         resume = get_last_checkpoint(args.output_dir)
+    from arc_trl.collapse.loop import train_with_guard  # docs/collapse.md: the guard's stop / rollback loop
+
     trainer = train_with_guard(arc, args, make_trainer, resume)
     summary = summarise(trainer, started)
     if trainer.accelerator.is_main_process:

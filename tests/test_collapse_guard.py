@@ -201,38 +201,47 @@ def test_scale_learning_rate_rescales_optimizer_and_scheduler():
     assert scheduler.get_last_lr() == [pytest.approx(2.5e-4)]
 
 
-# ---------------------------------------------------------------------------------------------------- entry point
+# ---------------------------------------------------------------------------------------------------- the loop
 class _FakeTrainer:
-    """Just what `train_with_guard` touches: it 'trains' by feeding scripted metric rows to the callbacks."""
+    """Just what `train_with_guard` touches: it 'trains' by feeding scripted metric rows to the callbacks, the rows of
+    its k-th `train()` call being `rows_per_attempt[k]` (the last one repeats)."""
 
-    def __init__(self, rows, output_dir, saves):
+    def __init__(self, rows_per_attempt, output_dir, saves):
         from types import SimpleNamespace
 
         from transformers import TrainerControl, TrainerState
 
-        self.rows, self.output_dir, self.saves = rows, output_dir, saves
+        self.rows_per_attempt, self.output_dir, self.saves = rows_per_attempt, output_dir, saves
         self.state, self.control = TrainerState(), TrainerControl()
         self.callback_handler = SimpleNamespace(callbacks=[])
         self.accelerator = SimpleNamespace(is_main_process=True, wait_for_everyone=lambda: None)
         self.args = SimpleNamespace(output_dir=str(output_dir))
-        self.resumed_from, self.closed, self.saved_models = "unset", False, []
+        self.resumed_from, self.closed, self.saved_models, self.model = [], False, [], None
+        self._last_loaded_step, self._step, self._buffered_inputs = -1, 0, None
 
     def train(self, resume_from_checkpoint=None):
-        self.resumed_from = resume_from_checkpoint
+        rows = self.rows_per_attempt[min(len(self.resumed_from), len(self.rows_per_attempt) - 1)]
+        self.resumed_from.append(resume_from_checkpoint)
         start = int(resume_from_checkpoint.rsplit("-", 1)[1]) if resume_from_checkpoint else 0
         guard = self.callback_handler.callbacks[0]
         self.state.global_step = start
-        self.state.log_history = [{"step": s, **self.rows[s - 1]} for s in range(1, start + 1)]
+        self.state.log_history = [{"step": s, **rows[s - 1]} for s in range(1, start + 1)]
+        self.control.should_training_stop = False  # as CallbackHandler.on_train_begin does
         guard.on_train_begin(self.args, self.state, self.control)
-        while self.state.global_step < len(self.rows) and not self.control.should_training_stop:
+        while self.state.global_step < len(rows) and not self.control.should_training_stop:
             self.state.global_step += 1
-            logs = dict(self.rows[self.state.global_step - 1])
+            self._step += 1
+            self._last_loaded_step = self.state.global_step - 1  # generation synced the weights of the last step
+            logs = dict(rows[self.state.global_step - 1])
             self.state.log_history.append({"step": self.state.global_step, **logs})
             self.control.should_save = self.state.global_step in self.saves
             guard.on_log(self.args, self.state, self.control, logs)
             if self.control.should_save:
-                (self.output_dir / f"checkpoint-{self.state.global_step}").mkdir(parents=True, exist_ok=True)
+                self._save_checkpoint(self.model, None)
                 guard.on_save(self.args, self.state, self.control)
+
+    def _save_checkpoint(self, model, trial):
+        (self.output_dir / f"checkpoint-{self.state.global_step}").mkdir(parents=True, exist_ok=True)
 
     def save_model(self, path=None):
         self.saved_models.append(path)
@@ -244,11 +253,11 @@ class _FakeTrainer:
         self.closed = True
 
 
-def _guarded(tmp_path, action, rows_per_attempt, max_rollbacks=2):
+def _guarded(tmp_path, action, rows_per_attempt, max_rollbacks=2, saves=(2, 4, 6)):
     from types import SimpleNamespace
 
+    from arc_trl.collapse.loop import train_with_guard
     from arc_trl.config import ArcConfig
-    from arc_trl.train_entry import train_with_guard
 
     arc = ArcConfig(collapse_guard=action, collapse_baseline_steps=3, collapse_window=1,
                     collapse_max_rollbacks=max_rollbacks, collapse_lr_scale=0.5)
@@ -256,11 +265,15 @@ def _guarded(tmp_path, action, rows_per_attempt, max_rollbacks=2):
     made = []
 
     def make_trainer():
-        made.append(_FakeTrainer(rows_per_attempt[min(len(made), len(rows_per_attempt) - 1)], tmp_path, {2, 4, 6}))
+        made.append(_FakeTrainer(rows_per_attempt, tmp_path, set(saves)))
         made[-1].learning_rate = args.learning_rate
         return made[-1]
 
     return arc, args, made, lambda resume=None: train_with_guard(arc, args, make_trainer, resume)
+
+
+def _events(path):
+    return [json.loads(line) for line in (path / "collapse_guard.jsonl").read_text().splitlines()]
 
 
 HEALTHY_ROW = {"reward": 1.0, "episode/truncated_rate": 0.1, "episode/model_tokens": 100.0}
@@ -282,34 +295,75 @@ def test_stop_writes_the_reason_and_exits_3(tmp_path):
     assert made[0].state.global_step == 5 and made[0].closed
     assert made[0].saved_models == [str(tmp_path / "collapse_guard" / "collapsed-step-5")]
     assert not (tmp_path / "checkpoint-6").exists()  # the collapsed state is never checkpoint-N
-    records = [json.loads(line) for line in (tmp_path / "collapse_guard.jsonl").read_text().splitlines()]
+    assert not (tmp_path / "checkpoint-0").exists()  # the initial checkpoint is for rollback mode only
+    records = _events(tmp_path)
     assert [r["label"] for r in records if r["event"] == "step"] == ["ok"] * 4 + ["collapse"]
 
 
-def test_rollback_resumes_from_the_last_ok_checkpoint_with_a_smaller_lr_then_stops(tmp_path):
+def test_rollback_resumes_the_same_trainer_from_the_last_ok_checkpoint_with_a_smaller_lr_then_stops(tmp_path):
     from arc_trl.collapse.rollback import CollapseStopped
 
     bad_after_4 = [HEALTHY_ROW] * 4 + [BAD_ROW] * 4
     recovers = [HEALTHY_ROW] * 8
     arc, args, made, run = _guarded(tmp_path, "rollback", [bad_after_4, recovers])
     trainer = run()
-    assert [t.resumed_from for t in made] == [None, str(tmp_path / "checkpoint-2")]
+    assert len(made) == 1 and trainer is made[0]  # one trainer: train() called again on it
+    assert trainer.resumed_from == [None, str(tmp_path / "checkpoint-2")]
     assert (tmp_path / "collapse_guard" / "discarded" / "rollback-1" / "checkpoint-4").is_dir()
-    assert [t.learning_rate for t in made] == [1e-3, 5e-4]
-    assert trainer is made[1] and trainer.state.global_step == 8 and trainer.collapse_rollbacks == 1
-    events = [json.loads(line) for line in (tmp_path / "collapse_guard.jsonl").read_text().splitlines()]
+    assert args.learning_rate == 5e-4 and trainer.learning_rate == 1e-3  # built once, at the base rate
+    assert trainer.state.global_step == 8 and trainer.collapse_rollbacks == 1 and trainer.closed
+    events = _events(tmp_path)
     rollback = next(e for e in events if e["event"] == "rollback")
     assert rollback["from_step"] == 5 and rollback["lr_multiplier"] == 0.5
     begin = [e for e in events if e["event"] == "train_begin"][1]
     assert begin["step"] == 2 and not begin["baseline_ready"]  # rebuilt from the checkpoint's 2 steps (of 3)
+    assert begin["attempt"] == 1 and begin["lr_multiplier"] == 0.5
+    assert begin["resume_from"] == str(tmp_path / "checkpoint-2")
     confirmed = [e["step"] for e in events if e["event"] == "checkpoint" and e["label"] == "ok"]
     assert confirmed == [2, 4, 6]  # 2 by step 3 of attempt 0; 4 and 6 by attempt 1
+    initial = next(e for e in events if e["event"] == "save")
+    assert initial["step"] == 0 and initial["label"] == "ok" and (tmp_path / "checkpoint-0").is_dir()
 
     # a run that collapses every time: max_rollbacks rollbacks, then a stop with the reason
     arc, args, made, run = _guarded(tmp_path / "again", "rollback", [bad_after_4], max_rollbacks=2)
     with pytest.raises(CollapseStopped, match="2 rollback"):
         run()
-    assert len(made) == 3 and [t.learning_rate for t in made] == [1e-3, 5e-4, 2.5e-4]
+    assert len(made) == 1 and len(made[0].resumed_from) == 3 and args.learning_rate == 2.5e-4
+
+
+def test_rollback_before_any_confirmed_save_goes_back_to_the_initial_weights(tmp_path):
+    """A collapse at step 2 (issue 24) with the first save far away: checkpoint-0, saved at train begin, is the
+    target; the generation state is reset so that vLLM gets the restored weights."""
+    early = [HEALTHY_ROW] + [BAD_ROW] * 7
+    arc, args, made, run = _guarded(tmp_path, "rollback", [early, [HEALTHY_ROW] * 8], saves=())
+    trainer = run()
+    assert trainer.resumed_from == [None, str(tmp_path / "checkpoint-0")]
+    events = _events(tmp_path)
+    assert next(e for e in events if e["event"] == "collapse")["step"] == 2
+    assert next(e for e in events if e["event"] == "rollback")["resume_from"] == str(tmp_path / "checkpoint-0")
+    begins = [e for e in events if e["event"] == "train_begin"]
+    assert [(b["step"], b["resume_from"]) for b in begins] == [(0, None), (0, str(tmp_path / "checkpoint-0"))]
+    assert [e["step"] for e in events if e["event"] == "save"] == [0]  # not saved again when resuming from it
+    assert trainer.state.global_step == 8 and trainer.collapse_rollbacks == 1
+
+
+def test_prepare_rollback_resets_the_generation_state_and_frees_the_optimizer_state():
+    import torch
+
+    from arc_trl.collapse.loop import prepare_rollback
+
+    class Trainer:
+        pass
+
+    trainer = Trainer()
+    trainer.model = torch.nn.Linear(2, 1)
+    trainer.optimizer = torch.optim.AdamW(trainer.model.parameters(), lr=1e-3)
+    trainer.model(torch.ones(1, 2)).sum().backward()
+    trainer.optimizer.step()
+    trainer._last_loaded_step, trainer._step, trainer._buffered_inputs = 3, 7, [{"x": 1}]
+    prepare_rollback(trainer)
+    assert trainer._last_loaded_step == -1 and trainer._step == 0 and trainer._buffered_inputs is None
+    assert not trainer.optimizer.state and all(p.grad is None for p in trainer.model.parameters())
 
 
 def test_a_restarted_run_keeps_the_lr_and_rollback_count_of_its_checkpoint(tmp_path):
@@ -319,6 +373,7 @@ def test_a_restarted_run_keeps_the_lr_and_rollback_count_of_its_checkpoint(tmp_p
     arc, args, made, run = _guarded(tmp_path, "rollback", [[HEALTHY_ROW] * 6])
     trainer = run(str(checkpoint))
     assert made[0].learning_rate == pytest.approx(2.5e-4) and trainer.collapse_rollbacks == 2
+    assert not (tmp_path / "checkpoint-0").exists()  # a restart has its checkpoint: no initial one
 
 
 def test_a_sweep_summary_names_a_collapse_stop():

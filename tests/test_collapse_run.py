@@ -69,8 +69,11 @@ def _run_and_check(memorized_model_dir, memorized_task, tmp_path, out) -> None:
     # the run goes on from step 2; no step collapses again (a warn is allowed: 4 episodes per step are noisy)
     assert [r["step"] for r in second] == [2, 3, 4, 5] and all(r["label"] != "collapse" for r in second), second
     baseline = {k: sum(r["raw"][k] for r in first[:2]) / 2 for k in first[0]["raw"]}
-    for rule in fired:  # every signal that fired at collapse level is back: under half its bad-way deviation
-        key, direction = rule["rule"].rsplit(":", 1)
+    states = {f["rule"] for f in fired if f["kind"] == "state"}
+    assert {"no_valid_left", "all_truncated", "reward_at_floor"} <= states, collapse["fired"]
+    assert not states & {f["rule"] for f in second[-1]["fired"]}, second[-1]["fired"]  # no state rule fires any more
+    for rule in (f for f in fired if f["kind"] != "state"):  # every signal at collapse level is back: under half
+        key, direction = rule["rule"].rsplit(":", 1)  # its bad-way deviation
         sign = 1.0 if direction == "up" else -1.0
         after, during = (sign * (r["raw"][key] - baseline[key]) for r in (second[-1], collapse))
         assert after < during / 2, (key, second[-1]["raw"][key], collapse["raw"][key], baseline[key])
@@ -78,6 +81,8 @@ def _run_and_check(memorized_model_dir, memorized_task, tmp_path, out) -> None:
     state = json.loads((out / "trainer_state.json").read_text())
     lrs = {h["step"]: h["learning_rate"] for h in state["log_history"] if "reward" in h}
     assert lrs[5] == pytest.approx(1e-6)  # 1.0 x collapse_lr_scale: the restored optimizer and scheduler rescaled
+    initial = next(r for r in records if r["event"] == "save")  # rollback mode: checkpoint-0 first, ok at once
+    assert initial["step"] == 0 and initial["label"] == "ok"
     judged = [r for r in records if r["event"] == "checkpoint"]
     assert [(r["step"], r["label"]) for r in judged[:2]] == [(1, "ok"), (2, "rejected")]
     last_ok = max(r["step"] for r in judged if r["label"] == "ok")

@@ -1,22 +1,28 @@
-"""Collapse guard: per-step signals, a detector with baseline-relative thresholds, and warn/stop/rollback actions.
+"""Collapse guard: per-step signals, a detector (drift against a frozen baseline, breaks and states against the
+run's healthy level) and warn/stop/rollback actions.
 
 See docs/collapse.md. Modules: `signals` (repetition over model tokens), `detector` (pure rules and labels),
-`settings` (from ArcConfig), `callback` (the TrainerCallback), `rollback` (what the entry point does after a stop).
+`settings` (from ArcConfig), `callback` (the TrainerCallback), `loop` (train, then stop or roll back in place),
+`rollback` (stop report, discarded checkpoints), `trainer_access` (the only private trainer members used).
 """
 
 from arc_trl.collapse.detector import (
     COLLAPSE,
     DEFAULT_RULES,
+    DEFAULT_STATE_RULES,
     OK,
     WARN,
     CollapseDetector,
     DetectorSettings,
+    RewardFloorRule,
     SignalRule,
+    StateRule,
     Verdict,
 )
 from arc_trl.collapse.signals import episode_repetition, repeated_token_mask, repetition_stats
 
 __all__ = [
-    "COLLAPSE", "DEFAULT_RULES", "OK", "WARN", "CollapseDetector", "DetectorSettings", "SignalRule", "Verdict",
+    "COLLAPSE", "DEFAULT_RULES", "DEFAULT_STATE_RULES", "OK", "WARN", "CollapseDetector", "DetectorSettings",
+    "RewardFloorRule", "SignalRule", "StateRule", "Verdict",
     "episode_repetition", "repeated_token_mask", "repetition_stats",
 ]

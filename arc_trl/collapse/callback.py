@@ -1,20 +1,23 @@
 """`CollapseGuardCallback`: runs the detector on every logged training step and acts on a collapse.
 
 transformers hooks used (no Trainer method is overridden here):
-- `on_train_begin`: rebuilds the detector from `state.log_history` when the run resumes (same baseline and window as
+- `on_train_begin` (once per `train()` call: the first attempt and each rollback's): starts the attempt afresh,
+  rebuilds the detector from `state.log_history` when the run resumes (same baseline, healthy level and window as
   before the checkpoint) and applies the rollback's learning-rate multiplier to the restored optimizer/scheduler.
+  In `rollback` mode a fresh run first saves `checkpoint-0` (the initial weights, ok by definition), so that a
+  collapse before the first confirmed checkpoint still has somewhere to go.
 - `on_log`: one `Verdict` per training log; adds `collapse_guard/level` (0 ok, 1 warn, 2 collapse) and
   `collapse_guard/fired` to the logs (W&B, trackio, trainer_state.json), appends the verdict to
   `output_dir/collapse_guard.jsonl`, prints the reasons of non-ok steps. On `collapse` with action `stop` or
-  `rollback` it ends training (`control.should_training_stop`, no checkpoint of the collapsed state); the entry point
-  (`arc_trl/collapse/rollback.py`) then stops or resumes from the last ok checkpoint.
+  `rollback` it ends training (`control.should_training_stop`, no checkpoint of the collapsed state); the loop
+  (`arc_trl/collapse/loop.py`) then stops, or loads the last ok checkpoint into the same trainer and goes on.
 - `on_save`: records the new checkpoint as *pending*. A checkpoint saved after step s holds the weights that step s
   updated, which only the episodes sampled *from* them show: it becomes the `last_ok_checkpoint` once every verdict
   up to step s + `confirm_steps` (the steps between two generations, 1 by default) is `ok`, and is rejected if one
   is not. The trainer's checkpoint rotation keeps the last ok one (`protected_checkpoints`, see
   `ArcGRPOTrainer._save_checkpoint`).
 
-It must be the first callback (the entry point inserts it at position 0) so that reporters see its keys.
+It must be the first callback (the loop inserts it at position 0) so that reporters see its keys.
 """
 
 from __future__ import annotations
@@ -23,6 +26,7 @@ import json
 import os
 import sys
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -60,25 +64,44 @@ class CollapseGuardCallback(TrainerCallback):
         self.confirm_steps = max(1, confirm_steps)
         self.pending: list[int] = []  # steps of checkpoints saved but not yet confirmed by later verdicts
         self.last_bad_step = 0  # the latest step whose verdict was not ok
+        self.resume_from: str | None = None  # the checkpoint this attempt's train() resumes from (set by the loop)
+        self.save_initial: Callable[[], None] | None = None  # saves checkpoint-0 at the next fresh train begin
+
+    def start_attempt(self, attempt: int, lr_multiplier: float, resume_from: str | os.PathLike | None) -> None:
+        """Before each `train()` call: which attempt (rollbacks so far), its learning-rate multiplier, and the
+        checkpoint it resumes from (None: a fresh start)."""
+        self.attempt = attempt
+        self.lr_multiplier = lr_multiplier
+        self.resume_from = str(resume_from) if resume_from else None
 
     # ------------------------------------------------------------------------------------------------ trainer hooks
     def on_train_begin(self, args, state, control, optimizer=None, lr_scheduler=None, **kwargs):
         self.detector = CollapseDetector(self.settings)
+        self.last_verdict, self.collapse, self.last_ok_checkpoint = None, None, None
+        self.pending, self.last_bad_step = [], 0
         for entry in state.log_history:  # resumed: the checkpoint's history rebuilds baseline and window
             if is_train_log(entry) and entry.get("step", 0) <= state.global_step:
                 self.last_verdict = self.detector.update(entry.get("step", 0), entry)
-        if state.global_step > 0:
-            saved = read_checkpoint_info(self.output_dir / f"checkpoint-{state.global_step}")
+        resumed = self.resume_from or (self._checkpoint(state.global_step) if state.global_step > 0 else None)
+        if resumed is not None:
+            saved = read_checkpoint_info(resumed)
             factor = self.lr_multiplier / saved.get("lr_multiplier", 1.0)
             if factor != 1.0:
                 scale_learning_rate(optimizer, lr_scheduler, factor)
             if saved.get("label", OK) == OK:
-                self.last_ok_checkpoint = self._checkpoint(state.global_step)
+                self.last_ok_checkpoint = Path(resumed)
             elif saved.get("label") == PENDING:  # resumed from a checkpoint not judged yet: judge it now
                 self.pending.append(state.global_step)
-        self._write({"event": "train_begin", "step": state.global_step, "attempt": self.attempt,
-                     "action": self.action, "lr_multiplier": self.lr_multiplier,
-                     "baseline_ready": self.detector.baseline is not None})
+        self.log_event({"event": "train_begin", "step": state.global_step, "attempt": self.attempt,
+                        "action": self.action, "lr_multiplier": self.lr_multiplier, "resume_from": resumed,
+                        "baseline_ready": self.detector.baseline is not None})
+        if resumed is None and state.global_step == 0 and self.save_initial is not None:
+            self.save_initial()  # checkpoint-0: the initial weights, the rollback target before any confirmed save
+            self.save_initial = None
+            self._mark(0, OK)
+            self.last_ok_checkpoint = self._checkpoint(0)
+            self.log_event({"event": "save", "step": 0, "checkpoint": str(self._checkpoint(0)), "label": OK,
+                            "initial": True})
         return control
 
     def on_log(self, args, state, control, logs=None, **kwargs):
@@ -95,7 +118,7 @@ class CollapseGuardCallback(TrainerCallback):
         logs.update(extra)  # the reporters called after this callback log these too
         if state.log_history and state.log_history[-1].get("step") == state.global_step:
             state.log_history[-1].update(extra)
-        self._write({"event": "step", "attempt": self.attempt, **verdict.to_dict()})
+        self.log_event({"event": "step", "attempt": self.attempt, **verdict.to_dict()})
         if verdict.label != OK and self.is_main_process:
             print(f"[collapse-guard] step {verdict.step}: {verdict.label.upper()}: {verdict.reasons()}",
                   file=sys.stderr, flush=True)
@@ -103,16 +126,16 @@ class CollapseGuardCallback(TrainerCallback):
             self.collapse = verdict
             control.should_training_stop = True
             control.should_save = False  # never checkpoint the collapsed state under checkpoint-N
-            self._write({"event": "collapse", "step": verdict.step, "attempt": self.attempt, "action": self.action,
-                         "reasons": verdict.reasons(),
-                         "last_ok_checkpoint": str(self.last_ok_checkpoint) if self.last_ok_checkpoint else None})
+            self.log_event({"event": "collapse", "step": verdict.step, "attempt": self.attempt, "action": self.action,
+                            "reasons": verdict.reasons(),
+                            "last_ok_checkpoint": str(self.last_ok_checkpoint) if self.last_ok_checkpoint else None})
         return control
 
     def on_save(self, args, state, control, **kwargs):
         self._mark(state.global_step, PENDING)
         self.pending.append(state.global_step)
-        self._write({"event": "save", "step": state.global_step, "checkpoint": str(self._checkpoint(state.global_step)),
-                     "label": PENDING})
+        self.log_event({"event": "save", "step": state.global_step,
+                        "checkpoint": str(self._checkpoint(state.global_step)), "label": PENDING})
         return control
 
     def _settle_pending(self, step: int) -> None:
@@ -123,7 +146,7 @@ class CollapseGuardCallback(TrainerCallback):
             self._mark(saved, label)
             if label == OK:
                 self.last_ok_checkpoint = self._checkpoint(saved)
-            self._write({"event": "checkpoint", "step": saved, "label": label, "judged_at": step})
+            self.log_event({"event": "checkpoint", "step": saved, "label": label, "judged_at": step})
 
     def _checkpoint(self, step: int) -> Path:
         return self.output_dir / f"checkpoint-{step}"
@@ -139,7 +162,8 @@ class CollapseGuardCallback(TrainerCallback):
         """Checkpoints the trainer's rotation (`save_total_limit`) must not delete."""
         return {str(self.last_ok_checkpoint)} if self.last_ok_checkpoint else set()
 
-    def _write(self, record: dict[str, Any]) -> None:
+    def log_event(self, record: dict[str, Any]) -> None:
+        """Append `record` (with the time) to output_dir/collapse_guard.jsonl (main process only)."""
         if not self.is_main_process:
             return
         self.output_dir.mkdir(parents=True, exist_ok=True)

@@ -1,14 +1,10 @@
-"""What the entry point does after the guard ended a run: stop with a reason, or roll back and go on.
-
-Rollback = re-create the trainer and resume from the last `ok` checkpoint (transformers' resume restores the model,
-optimizer, scheduler, RNG states and data position), with the learning rate multiplied by `collapse_lr_scale` per
-rollback; at most `collapse_max_rollbacks` times, then stop. Checkpoints saved after the last ok one are moved to
-`output_dir/collapse_guard/discarded/rollback-K/` (kept for inspection, out of `--resume_from_checkpoint auto`'s way).
+"""The pieces of a stop and a rollback that need no trainer: the stop's exit status and report, and moving the
+checkpoints a rollback discards out of the way. The loop itself (stop, or load the last ok checkpoint into the same
+trainer and go on) is `arc_trl/collapse/loop.py`.
 """
 
 from __future__ import annotations
 
-import gc
 import json
 import re
 import shutil
@@ -56,23 +52,3 @@ def write_stop_report(output_dir: str | Path, verdict: Verdict, action: str, rol
     path = Path(output_dir) / STOP_FILE
     path.write_text(json.dumps(report, indent=2))
     return reason
-
-
-def release_trainer(trainer) -> None:
-    """Free what a trainer holds before the next one is built after a rollback (sandbox, weight-sync group to a vLLM
-    server, colocated engine, GPU cache). Best effort: the distributed state is left alone (the trainer shares it)."""
-    trainer.close()
-    generation = getattr(trainer, "vllm_generation", None)
-    client = getattr(generation, "vllm_client", None)
-    if client is not None:
-        client.close_communicator()
-    if getattr(generation, "llm", None) is not None:
-        generation.llm = None
-    gc.collect()
-    try:
-        import torch
-
-        if torch.cuda.is_available():
-            torch.cuda.empty_cache()
-    except Exception:  # noqa: BLE001
-        pass

@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from arc_trl.collapse.detector import DetectorSettings, rules_with_overrides
+from arc_trl.collapse.detector import DetectorSettings, rules_with_overrides, state_rules_with_overrides
 
 
 def parse_thresholds(value: Any) -> dict | None:
@@ -27,6 +27,7 @@ def parse_thresholds(value: Any) -> dict | None:
 def detector_settings(arc) -> DetectorSettings:
     return DetectorSettings(
         rules=rules_with_overrides(arc.collapse_thresholds),
+        state_rules=state_rules_with_overrides(arc.collapse_thresholds),
         baseline_steps=arc.collapse_baseline_steps,
         window=arc.collapse_window,
         min_signals=arc.collapse_min_signals,
