@@ -17,9 +17,10 @@ def test_plan_runs_the_ablation_only_when_asked(tmp_path):
     names = [s.name for s in demo.plan(tmp_path, seed=0, n_heldout=8, n_predictions=2, ablation=False)]
     assert names == ["model", "student", "teacher", "eval-student", "eval-teacher", "grpo-opd", "eval-grpo-opd"]
     stages = demo.plan(tmp_path, seed=3, n_heldout=8, n_predictions=2, ablation=True)
-    assert [s.name for s in stages] == ["model", "student", "teacher", "eval-student", "grpo-only", "eval-teacher",
-                                        "grpo-opd", "eval-grpo-opd", "eval-grpo-only"]
-    ablation = stages[4]
+    # shared stages first, then each RL run followed by its evaluation (stages run one at a time)
+    assert [s.name for s in stages] == ["model", "student", "teacher", "eval-student", "eval-teacher",
+                                        "grpo-opd", "eval-grpo-opd", "grpo-only", "eval-grpo-only"]
+    ablation = stages[7]
     assert ablation.needs == ("student",)
     assert {s.name: s for s in stages}["grpo-opd"].needs == ("student", "teacher")
     assert ablation.name == "grpo-only" and ablation.command[-4:] == ["--teacher_backend", "none", "--teacher_tau", "0"]
