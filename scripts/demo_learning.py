@@ -512,7 +512,7 @@ def results_block(results: dict[str, Any], image_prefix: str = "learning", stats
     parts = results.get("parts", 1)
     where = results["machine"] if parts == 1 else f"{parts} machines ({' + '.join(results['devices'])})"
     repeated = results.get("repeated_stages") or []
-    again = f"; rebuilt on later machines, not counted again: {', '.join(repeated)}" if repeated else ""
+    again = f"; also rebuilt on other machines, in the total: {', '.join(repeated)}" if repeated else ""
     lines += [
         "",
         f"Run: seed {results['seed']}, {where}, total wall time {results['total_seconds'] / 60:.1f} min "

@@ -154,6 +154,12 @@ def test_merge_joins_machines_and_notes_conflicts():
     assert merged["devices"] == ["NVIDIA H100 80GB HBM3", "NVIDIA H200"] and merged["date"] == "2026-12-02"
     assert merged["load_max"] == 3.0
     assert summary(merged, n_resamples=100)["device"] == "NVIDIA H100 80GB HBM3 + NVIDIA H200"
+    # an RL machine listed first: its OPD-run estimate of teacher_kl gives way to the shared machine's probe, and the
+    # held-out check it did not run comes from the part that did
+    rl_part = {**b, "heldout_check": None, "teachers": {"teacher": {**full["teachers"]["teacher"], "teacher_kl": 0.03,
+                                                                    "teacher_kl_source": "step 1 of 1 GRPO + OPD run(s)"}}}
+    merged = merge_results([rl_part, a])
+    assert merged["teachers"]["teacher"]["teacher_kl"] == 0.02 and merged["heldout_check"] == full["heldout_check"]
 
 
 def test_demo_report_writes_summary_docs_block_and_plots(tmp_path, monkeypatch):

@@ -233,7 +233,7 @@ def merge_results(parts: Sequence[dict[str, Any]]) -> dict[str, Any]:
                     merged[key][name] = value
                 elif key == "heldout" and value.get("per_task") != merged[key][name].get("per_task"):
                     notes.append(f"heldout {name}: two different evaluations; the first part's is kept")
-                elif key == "teachers" and merged[key][name].get("teacher_kl") is None:
+                elif key == "teachers" and _better_kl(value, merged[key][name]):
                     merged[key][name] = value
         for name, seconds in (part.get("stage_seconds") or {}).items():
             if name in merged["stage_seconds"]:
@@ -241,7 +241,8 @@ def merge_results(parts: Sequence[dict[str, Any]]) -> dict[str, Any]:
             else:
                 merged["stage_seconds"][name] = seconds
         for key in ("heldout_check", "validation_dataset", "opd_teacher"):
-            merged.setdefault(key, part.get(key))
+            if merged.get(key) is None:
+                merged[key] = part.get(key)
         merged["date"] = max(str(merged.get("date") or ""), str(part.get("date") or "")) or None
     merged["devices"] = list(dict.fromkeys(devices))
     merged["parts"] = len(parts)
@@ -251,6 +252,15 @@ def merge_results(parts: Sequence[dict[str, Any]]) -> dict[str, Any]:
     if loads:
         merged.update(loads=loads, load_mean=sum(loads) / len(loads), load_max=max(loads))
     return merged
+
+
+def _better_kl(new: dict[str, Any], old: dict[str, Any]) -> bool:
+    """A teacher's teacher_kl from another machine replaces the kept one when that has none, or when it comes from a
+    probe (the same measurement for every teacher) and the kept one does not."""
+    if new.get("teacher_kl") is None:
+        return False
+    probe = "probe" in str(new.get("teacher_kl_source"))
+    return old.get("teacher_kl") is None or (probe and "probe" not in str(old.get("teacher_kl_source")))
 
 
 # ------------------------------------------------------------------------------------------------------ reporting
