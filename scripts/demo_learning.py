@@ -710,9 +710,10 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
             state = "done" if stage.done_file.exists() else "to do"
             print(f"{stage.name:32s} {state:6s} needs: {', '.join(stage.needs) or '-'}")
         return {}
-    selected = select_stages(stages, args.until, args.only, args.with_needs)
+    select_stages(stages, args.until, args.only, args.with_needs)  # a bad selection fails before --fresh deletes
     if args.fresh and out.exists():
         shutil.rmtree(out)
+    selected = select_stages(stages, args.until, args.only, args.with_needs)
     if out.exists() and any(p.name != "logs" for p in out.iterdir()) and not args.resume:
         raise SystemExit(f"[demo] {out} already holds a run: pass --resume to continue it or --fresh to start over")
     out.mkdir(parents=True, exist_ok=True)
