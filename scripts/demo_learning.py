@@ -286,10 +286,10 @@ def run_stage(stage: Stage, logs: Path) -> float:
     return seconds
 
 
-def run_stages(stages: list[Stage], logs: Path) -> dict[str, float]:
-    """Run, in list order, the stages whose done file is missing; seconds of each stage run. A failed stage ends the
-    run (SystemExit); the finished ones are kept for --resume."""
-    seconds: dict[str, float] = {}
+def run_stages(stages: list[Stage], logs: Path, seconds: dict[str, float] | None = None) -> dict[str, float]:
+    """Run, in list order, the stages whose done file is missing; seconds of each stage run (also added to `seconds`
+    as they finish). A failed stage ends the run (SystemExit); the finished ones are kept for --resume."""
+    seconds = {} if seconds is None else seconds
     for stage in stages:
         if stage.done_file.exists():
             print(f"[demo] {stage.name}: already done ({stage.done_file})")
@@ -722,25 +722,28 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     previous = json.loads(results_path.read_text()) if args.resume and results_path.exists() else {}
     stage_seconds: dict[str, float] = previous.get("stage_seconds", {})
     sampler = LoadSampler()
+    failure = None
     try:
-        stage_seconds.update(run_stages(selected, out / "logs"))
-    finally:  # a failed stage still leaves the results of the finished ones
-        loads = previous.get("loads", []) + sampler.stop()
-        config = read_yaml(configs / "grpo-opd.yaml")
-        gpu = _gpu_name()
-        results = {
-            "seed": args.seed, "machine": machine(), "device": gpu or f"CPU ({platform.machine()})",
-            "cpus": os.cpu_count(), "date": time.strftime("%Y-%m-%d"),
-            "heldout_dataset": heldout_spec(n_heldout, profile["heldout_seed"], configs),
-            "validation_dataset": heldout_spec(profile["validation_tasks"], profile["validation_seed"], configs)
-            if profile["validation_tasks"] else None,
-            "n_predictions": n_predictions, "temperature": config.get("temperature", 1.0),
-            "reward_mode": config["reward_mode"], "stage_seconds": stage_seconds,
-            "total_seconds": sum(stage_seconds.values()),
-            "loads": loads, "load_mean": sum(loads) / len(loads), "load_max": max(loads),
-            **collect_results(out, stages, configs, profile, n_predictions),
-        }
-        results_path.write_text(json.dumps(results, indent=2))
+        run_stages(selected, out / "logs", stage_seconds)
+    except SystemExit as error:  # a failed stage still leaves the results of the finished ones
+        failure = error
+    loads = previous.get("loads", []) + sampler.stop()
+    config = read_yaml(configs / "grpo-opd.yaml")
+    results = {
+        "seed": args.seed, "machine": machine(), "device": _gpu_name() or f"CPU ({platform.machine()})",
+        "cpus": os.cpu_count(), "date": time.strftime("%Y-%m-%d"),
+        "heldout_dataset": heldout_spec(n_heldout, profile["heldout_seed"], configs),
+        "validation_dataset": heldout_spec(profile["validation_tasks"], profile["validation_seed"], configs)
+        if profile["validation_tasks"] else None,
+        "n_predictions": n_predictions, "temperature": config.get("temperature", 1.0),
+        "reward_mode": config["reward_mode"], "stage_seconds": stage_seconds,
+        "total_seconds": sum(stage_seconds.values()),
+        "loads": loads, "load_mean": sum(loads) / len(loads), "load_max": max(loads),
+        **collect_results(out, stages, configs, profile, n_predictions),
+    }
+    results_path.write_text(json.dumps(results, indent=2))
+    if failure is not None:
+        raise failure
     partial = len(selected) < len(stages)
     if partial:
         print(f"[demo] ran {len(selected)} of {len(stages)} stages (--until/--only); results so far in {results_path}; "

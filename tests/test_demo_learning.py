@@ -294,3 +294,14 @@ def test_heldout_check_compares_task_content_not_ids(tmp_path, capsys):
     other = "synthetic:n=4,seed=2,difficulty=tiny,families=flip"
     assert heldout_check.main(["--heldout", spec, "--against", f"rl={other}", "--out", str(out)]) == 0
     assert json.loads(out.read_text())["overlap"] == {"rl": []}
+
+
+def test_a_failed_stage_still_writes_the_results_of_the_finished_ones(tmp_path, monkeypatch):
+    import pytest
+
+    stages = [_sleeper(tmp_path, "ok", 0.01), _sleeper(tmp_path, "bad", 0.01, fail=True)]
+    monkeypatch.setattr(demo, "plan", lambda *a, **k: stages)
+    with pytest.raises(SystemExit, match="stage bad failed"):
+        demo.main(["--out", str(tmp_path / "run"), "--no-docs"])
+    results = json.loads((tmp_path / "run" / "results.json").read_text())
+    assert list(results["stage_seconds"]) == ["ok"] and results["heldout"] == {} and results["n_predictions"] == 4
