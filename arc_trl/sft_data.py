@@ -3,6 +3,11 @@
 Program mode: [system, user, assistant(program)]. REPL mode: the reference turns are replayed through the real
 sandbox, so the environment replies (user messages) are exactly what the rollout would show the model; an episode
 that does not end with a correct SUBMIT is dropped (and counted), never trained on.
+
+`privileged` ("program" | "solutions" | "none"): the prompt is the privileged variant of the distillation
+teacher (`render_messages(..., privileged=...)`: the reference program or the test outputs appended to the user
+message), the targets are unchanged. SFT on such rows trains a privileged teacher to use its hint (the seeds' Phase 1
+self-distillation); `"none"` (default) gives the student's rows.
 """
 
 from __future__ import annotations
@@ -13,6 +18,8 @@ from arc_trl.data.prompts import render_messages
 from arc_trl.data.task import ArcTask
 from arc_trl.rewards.scoring import exact_match
 
+PRIVILEGED_SFT = ("none", "program", "solutions")  # the values of train.py's teacher_privileged
+
 
 @dataclass
 class SftBuildReport:
@@ -21,24 +28,27 @@ class SftBuildReport:
     dropped_ids: list[str] | None = None
 
 
-def reference_conversation(task: ArcTask, mode: str, session=None, template=None) -> list[dict] | None:
+def reference_conversation(task: ArcTask, mode: str, session=None, template=None,
+                           privileged: str = "none") -> list[dict] | None:
     """The full reference conversation of a synthetic task, or None when its replay does not solve the task."""
     if mode == "program":
         from arc_trl.synthetic import program_completion
 
-        return render_messages(task, mode, template=template) + [
+        return render_messages(task, mode, template=template, privileged=privileged) + [
             {"role": "assistant", "content": program_completion(task)}
         ]
-    return _replay_repl([task], [session], template, lambda items: [s.run_turn(t) for s, t in items])[0]
+    return _replay_repl([task], [session], template, lambda items: [s.run_turn(t) for s, t in items], privileged)[0]
 
 
-def _replay_repl(tasks: list[ArcTask], sessions: list, template, run_turns) -> list[list[dict] | None]:
+def _replay_repl(tasks: list[ArcTask], sessions: list, template, run_turns,
+                 privileged: str = "none") -> list[list[dict] | None]:
     """Replay the reference REPL turns of `tasks`, turn by turn, each turn of all still-running tasks in one
     `run_turns([(session, text), ...])` call (the pool runs them in parallel)."""
     from arc_trl.synthetic import repl_turns
 
     turns = [repl_turns(task) for task in tasks]
-    conversations: list[list[dict] | None] = [render_messages(t, "repl", template=template) for t in tasks]
+    conversations: list[list[dict] | None] = [render_messages(t, "repl", template=template, privileged=privileged)
+                                              for t in tasks]
     running = list(range(len(tasks)))
     for k in range(max(len(t) for t in turns)):
         running = [i for i in running if k < len(turns[i])]
@@ -62,23 +72,28 @@ def _replay_repl(tasks: list[ArcTask], sessions: list, template, run_turns) -> l
     return conversations
 
 
-def build_sft_dataset(tasks: list[ArcTask], mode: str, pool=None, template=None, chunk_size: int = 64):
+def build_sft_dataset(tasks: list[ArcTask], mode: str, pool=None, template=None, chunk_size: int = 64,
+                      privileged: str = "none"):
     """A `datasets.Dataset` with a `messages` column (for TRL's SFTTrainer, assistant-only loss) and a report.
-    REPL episodes are replayed `chunk_size` tasks at a time, their turns spread over the pool's workers."""
+    REPL episodes are replayed `chunk_size` tasks at a time, their turns spread over the pool's workers.
+    `privileged`: the prompts' privileged block (module docstring)."""
     from datasets import Dataset
 
+    if privileged not in PRIVILEGED_SFT:
+        raise ValueError(f"privileged must be one of {', '.join(PRIVILEGED_SFT)}, got {privileged!r}")
     rows, report = [], SftBuildReport(dropped_ids=[])
     for start in range(0, len(tasks), chunk_size):
         chunk = tasks[start : start + chunk_size]
         if mode == "repl":
             sessions = [pool.new_session(task) for task in chunk]
             try:
-                conversations = _replay_repl(chunk, sessions, template, pool.map_turns)
+                conversations = _replay_repl(chunk, sessions, template, pool.map_turns, privileged)
             finally:
                 for session in sessions:
                     session.close()
         else:
-            conversations = [reference_conversation(task, mode, template=template) for task in chunk]
+            conversations = [reference_conversation(task, mode, template=template, privileged=privileged)
+                             for task in chunk]
         for task, conversation in zip(chunk, conversations, strict=True):
             if conversation is None:
                 report.dropped += 1

@@ -27,6 +27,12 @@ class SftArguments:
     prompt_template: str | None = field(default=None, metadata={"help": "Custom prompt template (YAML)."})
     chat_template: str = field(default="auto", metadata={"help": "auto | chatml | path (see train.py)."})
     sandbox_workers: int = field(default=2, metadata={"help": "Sandbox processes used to replay REPL episodes."})
+    privileged: str = field(
+        default="none",
+        metadata={"help": "none | program | solutions: train on the privileged teacher prompt (the reference "
+                  "program or the test outputs appended to the user message), to build a privileged OPD teacher "
+                  "that uses its hint (train.py: teacher_privileged with the same value)."},
+    )
 
 
 def main(argv: list[str] | None = None):
@@ -48,8 +54,10 @@ def main(argv: list[str] | None = None):
     tasks = load_synthetic(path) if has_sidecar else load_tasks(sft_args.dataset)
     template = load_template(sft_args.prompt_template, sft_args.agent_mode) if sft_args.prompt_template else None
     with SandboxPool(num_workers=sft_args.sandbox_workers) as pool:
-        dataset, report = build_sft_dataset(tasks, sft_args.agent_mode, pool, template)
-    print(f"[sft] {report.kept} reference episodes ({report.dropped} dropped) from {sft_args.dataset}")
+        dataset, report = build_sft_dataset(tasks, sft_args.agent_mode, pool, template,
+                                            privileged=sft_args.privileged)
+    hint = "" if sft_args.privileged == "none" else f", privileged prompts ({sft_args.privileged})"
+    print(f"[sft] {report.kept} reference episodes ({report.dropped} dropped) from {sft_args.dataset}{hint}")
     args.assistant_only_loss = True
     args.model_init_kwargs = {**(args.model_init_kwargs or {}), "dtype": model_args.dtype or "auto"}
     trainer = SFTTrainer(

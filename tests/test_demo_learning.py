@@ -17,9 +17,10 @@ def test_plan_runs_the_ablation_only_when_asked(tmp_path):
     names = [s.name for s in demo.plan(tmp_path, seed=0, n_heldout=8, n_predictions=2, ablation=False)]
     assert names == ["model", "student", "teacher", "eval-student", "eval-teacher", "grpo-opd", "eval-grpo-opd"]
     stages = demo.plan(tmp_path, seed=3, n_heldout=8, n_predictions=2, ablation=True)
-    assert [s.name for s in stages] == ["model", "student", "teacher", "eval-student", "grpo-only", "eval-teacher",
-                                        "grpo-opd", "eval-grpo-opd", "eval-grpo-only"]
-    ablation = stages[4]
+    # shared stages first, then each RL run followed by its evaluation (stages run one at a time)
+    assert [s.name for s in stages] == ["model", "student", "teacher", "eval-student", "eval-teacher",
+                                        "grpo-opd", "eval-grpo-opd", "grpo-only", "eval-grpo-only"]
+    ablation = stages[7]
     assert ablation.needs == ("student",)
     assert {s.name: s for s in stages}["grpo-opd"].needs == ("student", "teacher")
     assert ablation.name == "grpo-only" and ablation.command[-4:] == ["--teacher_backend", "none", "--teacher_tau", "0"]
@@ -58,6 +59,10 @@ def test_gpu_profile_reaches_the_stage_commands(tmp_path):
     assert eval_cmd[eval_cmd.index("--backend") + 1] == "vllm"
     assert eval_cmd[eval_cmd.index("--train-config") + 1] == "configs/gpu/learning/grpo-opd.yaml"
     assert "families=rotate+flip+transpose+mirror_concat+upscale+color_swap" in eval_cmd[eval_cmd.index("--dataset") + 1]
+    # issue 26: >= 256 held-out tasks x 4 attempts, >= 2 training seeds, GRPO + OPD against GRPO alone
+    assert profile["heldout_tasks"] >= 256 and profile["n_predictions"] >= 4 and len(profile["seeds"]) >= 2
+    assert {"grpo-opd-s0", "grpo-opd-s1", "grpo-only-s0", "grpo-only-s1", "eval-teacher-privileged"} <= set(stages)
+    assert profile["summary_file"] == "docs/gpu_learning_summary.json"
 
 
 def test_unknown_profile_key_is_named(tmp_path):
@@ -114,8 +119,189 @@ def test_a_stage_without_its_done_file_fails(tmp_path):
 def test_only_runs_the_named_stages_and_names_what_they_lack(tmp_path):
     import pytest
 
-    argv = ["--configs", "configs/gpu/learning", "--out", str(tmp_path / "run"), "--ablation", "--no-docs"]
+    argv = ["--configs", "configs/demo", "--out", str(tmp_path / "run"), "--ablation", "--no-docs"]
     with pytest.raises(SystemExit, match="grpo-only needs student, which is neither done nor selected"):
         demo.main([*argv, "--only", "grpo-only,eval-grpo-only"])
     with pytest.raises(SystemExit, match=r"no stage \['bogus'\]"):
         demo.main([*argv, "--resume", "--only", "model,bogus"])
+
+
+# ------------------------------------------------------------------------------------------------------ experiment
+def _experiment_configs(tmp_path, **profile):
+    """configs/demo plus a privileged teacher config and a profile of the GPU experiment's shape."""
+    import shutil
+
+    import yaml
+
+    configs = tmp_path / "configs"
+    shutil.copytree("configs/demo", configs)
+    teacher = yaml.safe_load((configs / "sft-teacher.yaml").read_text())
+    (configs / "sft-teacher-privileged.yaml").write_text(yaml.safe_dump({**teacher, "privileged": "program"}))
+    base = {"seeds": [0, 1], "arms": ["grpo-opd", "grpo-only"], "heldout_tasks": 256, "validation_tasks": 64,
+            "teachers": {"teacher": "sft-teacher.yaml", "teacher-privileged": "sft-teacher-privileged.yaml"},
+            "opd_teacher": "teacher-privileged", "eval_every": 25, "kl_probe_steps": 2, "heldout_check": True}
+    (configs / "profile.yaml").write_text(yaml.safe_dump({**base, **profile}))
+    return configs
+
+
+def _plan(tmp_path, configs, seed=0):
+    profile = demo.load_profile(configs)
+    return {s.name: s for s in demo.plan(tmp_path / "out", seed, profile["heldout_tasks"], 4, False, configs, profile)}
+
+
+def test_experiment_plan_seeds_arms_teachers_probes_and_checkpoints(tmp_path):
+    configs = _experiment_configs(tmp_path)
+    stages = _plan(tmp_path, configs)
+    out = tmp_path / "out"
+    assert list(stages) == [
+        "check-heldout", "model", "student", "teacher", "teacher-privileged", "eval-student", "eval-teacher",
+        "eval-teacher-privileged", "kl-teacher", "kl-teacher-privileged",
+        "grpo-opd-s0", "eval-grpo-opd-s0-step25", "eval-grpo-opd-s0", "grpo-only-s0", "eval-grpo-only-s0-step25",
+        "eval-grpo-only-s0", "grpo-opd-s1", "eval-grpo-opd-s1-step25", "eval-grpo-opd-s1", "grpo-only-s1",
+        "eval-grpo-only-s1-step25", "eval-grpo-only-s1"]  # configs/demo: 50 steps; step 50 is the run's own eval
+    opd = stages["grpo-opd-s1"]
+    assert opd.needs == ("student", "teacher-privileged")
+    cmd = opd.command
+    assert cmd[cmd.index("--seed") + 1] == "1" and cmd[cmd.index("--teacher_model") + 1] == str(out / "teacher-privileged")
+    assert cmd[cmd.index("--teacher_privileged") + 1] == "program"
+    assert cmd[cmd.index("--save_steps") + 1] == "25" and cmd[cmd.index("--save_only_model") + 1] == "true"
+    only = stages["grpo-only-s0"].command
+    assert only[-4:] == ["--teacher_backend", "none", "--teacher_tau", "0"] and "--teacher_model" not in only
+    # checkpoints are evaluated like the final model, on the same held-out tasks
+    ckpt, final = stages["eval-grpo-opd-s1-step25"].command, stages["eval-grpo-opd-s1"].command
+    assert ckpt[ckpt.index("--model") + 1] == str(out / "grpo-opd-s1" / "checkpoint-25")
+    assert ckpt[ckpt.index("--dataset") + 1] == final[final.index("--dataset") + 1] == demo.heldout_spec(256, 1, configs)
+    # the privileged teacher: trained from the student, evaluated and probed with its privileged prompt
+    assert stages["teacher-privileged"].needs == ("student",)
+    assert stages["teacher-privileged"].command[3] == str(configs / "sft-teacher-privileged.yaml")
+    ev = stages["eval-teacher-privileged"].command
+    assert ev[ev.index("--privileged") + 1] == "program" and "--privileged" not in stages["eval-teacher"].command
+    kl = stages["kl-teacher-privileged"].command
+    assert kl[kl.index("--teacher_privileged") + 1] == "program" and kl[kl.index("--learning_rate") + 1] == "0"
+    assert kl[kl.index("--teacher_tau") + 1] == "0" and kl[kl.index("--max_steps") + 1] == "2"
+    assert "--teacher_privileged" not in stages["kl-teacher"].command
+    # held-out tasks are checked against every training set and the validation set (its own seed)
+    check = stages["check-heldout"].command
+    against = check[check.index("--against") + 1 : check.index("--out")]
+    assert [a.split("=")[0] for a in against] == ["sft-student", "sft-teacher", "sft-teacher-privileged", "rl",
+                                                  "validation"]
+    assert against[-1] == "validation=" + demo.heldout_spec(64, 4, configs)
+
+
+def test_experiment_profile_errors_are_named(tmp_path):
+    import pytest
+
+    with pytest.raises(SystemExit, match="opd_teacher 'nobody'"):
+        _plan(tmp_path, _experiment_configs(tmp_path / "a", opd_teacher="nobody"))
+    with pytest.raises(SystemExit, match=r"arms \['ppo'\]"):
+        _plan(tmp_path, _experiment_configs(tmp_path / "b", arms=["ppo"]))
+    with pytest.raises(SystemExit, match="base 'later'"):
+        _plan(tmp_path, _experiment_configs(tmp_path / "c", teachers={"t": {"config": "sft-teacher.yaml",
+                                                                           "base": "later"}}))
+
+
+def test_only_patterns_and_with_needs(tmp_path):
+    import pytest
+
+    stages = list(_plan(tmp_path, _experiment_configs(tmp_path)).values())
+    picked = demo.select_stages(stages, None, "grpo-opd-s1,eval-grpo-opd-s1*", with_needs=True)
+    assert [s.name for s in picked] == ["model", "student", "teacher-privileged", "grpo-opd-s1",
+                                        "eval-grpo-opd-s1-step25", "eval-grpo-opd-s1"]
+    (tmp_path / "out" / "student").mkdir(parents=True)
+    (tmp_path / "out" / "student" / "model.safetensors").write_text("done")  # a finished need is not rerun
+    picked = demo.select_stages(stages, None, "grpo-only-s*", with_needs=True)
+    assert [s.name for s in picked] == ["grpo-only-s0", "grpo-only-s1"]
+    with pytest.raises(SystemExit, match="grpo-opd-s0 needs teacher-privileged.*--with-needs"):
+        demo.select_stages(stages, None, "grpo-opd-s0", with_needs=False)
+    assert [s.name for s in demo.select_stages(stages, "student", None, False)] == ["check-heldout", "model",
+                                                                                    "student"]
+
+
+def _fake_eval(folder, dataset, passed):
+    """An evaluation folder as evaluate.py generate leaves it: metrics.json, completions.jsonl, per_attempt.jsonl."""
+    from arc_trl.data import load_tasks
+
+    folder.mkdir(parents=True)
+    ids = [t.id for t in load_tasks(dataset)]
+    outcome = {"code_found": True, "code_parsed": True, "test_predictions": None, "train_predictions": None,
+               "submitted": False, "error_kind": None, "num_turns": 2, "extra": {}}
+    rows = [(t, a, passed(t, a)) for t in ids for a in range(2)]
+    (folder / "completions.jsonl").write_text("".join(
+        json.dumps({"task_id": t, "attempt": a, "completion": "", "outcome": outcome}) + "\n" for t, a, _ in rows))
+    (folder / "per_attempt.jsonl").write_text("".join(
+        json.dumps({"task_id": t, "attempt": a, "passed": p}) + "\n" for t, a, p in rows))
+    rate = sum(p for *_, p in rows) / len(rows)
+    (folder / "metrics.json").write_text(json.dumps({
+        "dataset": dataset, "n_tasks": len(ids), "n_attempts": len(rows), "pass_rate": rate, "is_correct": rate,
+        "valid_outputs": 0.5, "pixel_score": 0.2}))
+
+
+def _fake_run(folder, kl=None):
+    folder.mkdir(parents=True)
+    history = [{"step": i, "reward": 0.1 * i, **({"teacher_kl": kl + i / 100} if kl is not None else {})}
+               for i in range(1, 5)]
+    (folder / "trainer_state.json").write_text(json.dumps({"log_history": history}))
+    (folder / "run_summary.json").write_text(json.dumps({"seconds": 3.0}))
+
+
+def test_results_hold_per_task_pass1_runs_and_teachers(tmp_path):
+    import pytest
+
+    from arc_trl.data import load_tasks
+
+    configs = _experiment_configs(tmp_path, heldout_tasks=3, seeds=[0], kl_probe_steps=0, eval_every=20)
+    profile = demo.load_profile(configs)
+    out = tmp_path / "out"
+    stages = demo.plan(out, 0, 3, 2, False, configs, profile)
+    dataset = demo.heldout_spec(3, 1, configs)
+    first = sorted(t.id for t in load_tasks(dataset))[0]
+    _fake_eval(out / "eval" / "student", dataset, lambda t, a: t == first and a == 0)
+    _fake_eval(out / "eval" / "teacher-privileged", dataset, lambda t, a: True)
+    _fake_eval(out / "eval" / "grpo-opd-s0-step20", dataset, lambda t, a: t == first)
+    _fake_eval(out / "eval" / "grpo-opd-s0", dataset, lambda t, a: a == 0)
+    _fake_run(out / "grpo-opd-s0", kl=0.2)
+    results = demo.collect_results(out, stages, configs, profile, n_predictions=2)
+    assert set(results["heldout"]) == {"student", "teacher-privileged", "grpo-opd-s0-step20", "grpo-opd-s0"}
+    assert results["heldout"]["student"]["per_task"][first] == 0.5 and results["heldout"]["student"]["n_tasks"] == 3
+    assert results["heldout"]["teacher-privileged"]["privileged"] == "program"
+    assert results["runs"]["grpo-opd-s0"] == {"arm": "grpo-opd", "seed": 0, "steps": 50, "final": "grpo-opd-s0",
+                                              "checkpoints": {"20": "grpo-opd-s0-step20"}}
+    assert results["runs"]["grpo-only-s0"]["final"] is None and "grpo-only-s0" not in results["training"]
+    teachers = results["teachers"]
+    assert teachers["teacher"]["teacher_kl"] is None  # neither probed nor the OPD teacher
+    assert teachers["teacher-privileged"]["teacher_kl"] == pytest.approx(0.21)  # step 1 of the OPD run
+    assert teachers["teacher-privileged"]["teacher_kl_source"] == "step 1 of 1 GRPO + OPD run(s)"
+    assert results["opd_teacher"] == "teacher-privileged" and results["heldout_check"] is None
+    _fake_run(out / "kl-teacher", kl=0.05)
+    teachers = demo.collect_results(out, stages, configs, profile, n_predictions=2)["teachers"]
+    assert teachers["teacher"]["teacher_kl"] == pytest.approx(0.075)  # mean of the probe's steps
+    assert teachers["teacher"]["teacher_kl_source"] == "4-step probe at learning rate 0"
+
+
+def test_heldout_check_compares_task_content_not_ids(tmp_path, capsys):
+    import dataclasses
+
+    from arc_trl.data import load_tasks
+    from arc_trl.eval import heldout_check
+
+    spec = "synthetic:n=4,seed=1,difficulty=tiny,families=flip"
+    tasks = load_tasks(spec)
+    renamed = [dataclasses.replace(tasks[2], id="another-id")]
+    assert heldout_check.overlaps(tasks, {"sft": renamed, "rl": []}) == {"sft": [tasks[2].id], "rl": []}
+    out = tmp_path / "check.json"
+    assert heldout_check.main(["--heldout", spec, "--against", f"same={spec}", "--out", str(out)]) == 1
+    assert "4 held-out task(s) also in same" in capsys.readouterr().err and not out.exists()
+    other = "synthetic:n=4,seed=2,difficulty=tiny,families=flip"
+    assert heldout_check.main(["--heldout", spec, "--against", f"rl={other}", "--out", str(out)]) == 0
+    assert json.loads(out.read_text())["overlap"] == {"rl": []}
+
+
+def test_a_failed_stage_still_writes_the_results_of_the_finished_ones(tmp_path, monkeypatch):
+    import pytest
+
+    stages = [_sleeper(tmp_path, "ok", 0.01), _sleeper(tmp_path, "bad", 0.01, fail=True)]
+    monkeypatch.setattr(demo, "plan", lambda *a, **k: stages)
+    with pytest.raises(SystemExit, match="stage bad failed"):
+        demo.main(["--out", str(tmp_path / "run"), "--no-docs"])
+    results = json.loads((tmp_path / "run" / "results.json").read_text())
+    assert list(results["stage_seconds"]) == ["ok"] and results["heldout"] == {} and results["n_predictions"] == 4

@@ -223,3 +223,34 @@ def test_train_config_supplies_the_agent_settings_and_the_command_line_wins(tmp_
     assert (args.agent_mode, args.max_turns, args.top_p, args.dtype) == ("program", 1, 0.95, "bfloat16")
     with pytest.raises(GenerateInputError, match="--model is required"):
         resolve()
+
+
+def test_privileged_prompts_show_the_hint_and_never_mix_with_student_attempts(tiny_model_dir, memorized_task, tmp_path,
+                                                                               capsys):
+    """`--privileged program`: each attempt's prompt is the teacher's privileged variant (reference program appended),
+    recorded in sampling.json; student attempts cannot join that folder, and tasks without a program are refused."""
+    import dataclasses
+
+    from arc_trl.data import load_tasks, render_messages, save_tasks_folder
+
+    spec = "synthetic:n=2,seed=0,difficulty=tiny,families=flip"
+    quick = ["--model", str(tiny_model_dir), "--backend", "transformers", "--max-turns", "1", "--max-tokens-per-turn",
+             "8", "--max-completion-length", "64", "--workers", "1", "--no-progress", "--no-score",
+             "--n-predictions", "1"]
+    out = tmp_path / "eval"
+    assert gen.main([*quick, "--dataset", spec, "--output-dir", str(out), "--privileged", "program"]) == 0
+    tasks = {t.id: t for t in load_tasks(spec)}
+    records = _lines(out / COMPLETIONS_FILE)
+    assert sorted(r["task_id"] for r in records) == sorted(tasks)
+    for r in records:
+        task = tasks[r["task_id"]]
+        assert r["messages"][:2] == render_messages(task, "repl", privileged="program")
+        assert task.metadata["reference_program"].strip() in r["messages"][1]["content"]
+    assert json.loads((out / SAMPLING_FILE).read_text())["settings"]["privileged"] == "program"
+    capsys.readouterr()
+    assert gen.main([*quick, "--dataset", spec, "--output-dir", str(out)]) == 2
+    assert "privileged: 'program' there, None now" in capsys.readouterr().err
+    plain = save_tasks_folder([dataclasses.replace(memorized_task, metadata={})], tmp_path / "plain")
+    assert gen.main([*quick, "--dataset", str(plain), "--output-dir", str(tmp_path / "no_program"),
+                     "--privileged", "program"]) == 2
+    assert "needs metadata['reference_program']" in capsys.readouterr().err

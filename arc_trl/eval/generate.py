@@ -3,7 +3,9 @@
 The agent is the one `ArcGRPOTrainer` trains: the same prompts (`arc_trl.data.render_messages`), the same chat
 template resolution (`arc_trl.chat_template.resolve_chat_template`), the same sandbox and episode loop
 (`arc_trl.rollout.run_episodes`), with a standalone vLLM engine (`VLLMGenerator`) or transformers `generate`
-(`TransformersGenerator`) in place of the trainer's backend.
+(`TransformersGenerator`) in place of the trainer's backend. `--privileged program|solutions` prompts with the
+distillation teacher's privileged variant instead (the hint appended to the user message, as `teacher_privileged` in
+training): what a privileged teacher solves when shown its hint.
 
 Files in `--output-dir DIR`:
 
@@ -116,6 +118,18 @@ def score_folder(output_dir: Path, tasks: list[ArcTask], n_predictions: int, dat
     return metrics
 
 
+def task_prompt(task: ArcTask, args: argparse.Namespace, template) -> list[dict[str, str]]:
+    """The initial messages of an attempt: the student prompt, or with `--privileged` the teacher's privileged variant
+    (reference program or test outputs appended), to measure what a privileged teacher solves when shown its hint."""
+    from arc_trl.data import render_messages
+
+    privileged = getattr(args, "privileged", None) or "none"
+    try:
+        return render_messages(task, args.agent_mode, template, privileged=privileged)
+    except ValueError as e:  # e.g. --privileged program on a task without a reference program
+        raise GenerateInputError(f"--privileged {privileged}: {e}") from None
+
+
 def select_tasks(args: argparse.Namespace) -> list[ArcTask]:
     from arc_trl.data.loaders import load_tasks
 
@@ -153,7 +167,7 @@ def prepare(args: argparse.Namespace) -> Plan:
 
     Raises GenerateInputError."""
     from arc_trl.chat_template import prompt_ids
-    from arc_trl.data import load_template, render_messages
+    from arc_trl.data import load_template
     from arc_trl.sandbox import SandboxConfig
 
     args = resolve_options(args)
@@ -170,6 +184,12 @@ def prepare(args: argparse.Namespace) -> Plan:
     except (ValueError, OSError) as e:
         raise GenerateInputError(str(e)) from None
     tasks = select_tasks(args)
+    if args.privileged == "program" and args.augment:
+        raise GenerateInputError("--privileged program with --augment: the reference program solves the original "
+                                 "task, not its augmented copies")
+    if args.privileged != "none":
+        for task in tasks:  # fail before any model is loaded when a task lacks its hint
+            task_prompt(task, args, template)
     try:
         tokenizer, template_choice = load_tokenizer(args.model, args.chat_template)
     except (OSError, ValueError) as e:
@@ -179,7 +199,7 @@ def prepare(args: argparse.Namespace) -> Plan:
     sampling = check_settings(output_dir, matched_settings(args, tokenizer), has_attempts=bool(existing))
     if args.max_prompt_tokens:
         def length(task: ArcTask) -> int:
-            return len(prompt_ids(tokenizer, render_messages(task, args.agent_mode, template), **template_kwargs))
+            return len(prompt_ids(tokenizer, task_prompt(task, args, template), **template_kwargs))
 
         kept = [t for t in tasks if length(t) <= args.max_prompt_tokens]
         if not kept:
@@ -198,12 +218,11 @@ def prepare(args: argparse.Namespace) -> Plan:
 def generate(plan: Plan) -> dict[str, Any]:
     """Generate the plan's missing attempts into completions.jsonl; returns this run's entry of sampling.json."""
     from arc_trl.chat_template import prompt_ids
-    from arc_trl.data import render_messages
     from arc_trl.rollout import RolloutSettings
     from arc_trl.sandbox import SandboxPool
 
     args, tokenizer = plan.args, plan.tokenizer
-    prompts = [render_messages(job.task, args.agent_mode, plan.template) for job in plan.jobs]
+    prompts = [task_prompt(job.task, args, plan.template) for job in plan.jobs]
     longest = max(len(prompt_ids(tokenizer, p, **plan.template_kwargs)) for p in prompts)
     max_model_len = args.max_model_len or longest + args.max_completion_length
     run: dict[str, Any] = {
@@ -296,6 +315,9 @@ def add_generate_arguments(parser: argparse.ArgumentParser) -> argparse.Argument
     p("--prompt-template", default=None, help="custom prompt template (YAML), as in training")
     p("--chat-template", default=None, help="auto (default) | chatml | path to a .jinja file, as in training")
     p("--chat-template-kwargs", default=None, help='JSON object, e.g. \'{"enable_thinking": false}\'')
+    p("--privileged", choices=("none", "program", "solutions"), default="none",
+      help="prompt with the privileged teacher variant: the reference program (synthetic tasks) or the test outputs "
+           "appended to the user message; the solve rate of a privileged OPD teacher shown its hint (default none)")
     p("--augment", action="store_true",
       help="each attempt sees a random dihedral + colour augmentation of its task (fixed per seed/task/attempt)")
     p("--backend", choices=BACKENDS, default="vllm", help="vllm (default) or transformers")

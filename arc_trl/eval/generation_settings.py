@@ -23,7 +23,7 @@ MATCHED_SETTINGS = (
     "model", "adapter", "dataset", "agent_mode", "max_turns", "max_tokens_per_turn", "max_completion_length",
     "temperature", "top_p", "top_k", "min_p", "repetition_penalty", "augment", "prompt_template",
     "prompt_template_sha256", "chat_template", "chat_template_sha256", "chat_template_kwargs", "sandbox_timeout_s",
-    "sandbox_memory_mb", "sandbox_max_output_chars",
+    "sandbox_memory_mb", "sandbox_max_output_chars", "privileged",
 )
 # option -> (training config key, built-in default). Precedence: command line, then --train-config, then default.
 CONFIGURABLE: dict[str, tuple[str, Any]] = {
@@ -144,6 +144,8 @@ def matched_settings(args: argparse.Namespace, tokenizer) -> dict[str, Any]:
         "sandbox_timeout_s": float(args.timeout_s),
         "sandbox_memory_mb": int(args.memory_mb),
         "sandbox_max_output_chars": int(args.max_output_chars),
+        # None for the student prompt, so that folders written before the option existed still match
+        "privileged": None if getattr(args, "privileged", "none") in (None, "none") else args.privileged,
     }
 
 

@@ -1,0 +1,356 @@
+"""The statistics of a learning run (scripts/demo_learning.py): summary JSON, CI tables and the pass@1-over-steps plot.
+
+Input: the run's `results.json` (or several, one per GPU machine, joined by `merge_results`), whose `heldout` entries
+carry each evaluation's per-task pass@1 (`per_task`), `runs` maps each RL run to its arm, seed and checkpoint
+evaluations, and `teachers` describes the teachers built (privileged or not, teacher_kl to the student).
+
+- `summary(results)`: held-out pass@1 of the student, each arm (seeds pooled per task) and the OPD teacher; the paired
+  bootstrap CIs (arc_trl/eval/bootstrap.py) of GRPO+OPD - student and GRPO+OPD - GRPO only; the teacher comparison;
+  the pass@1-over-steps curves with their CI bands; the acceptance checks of the experiment. `write_summary` writes
+  it (docs/gpu_learning_summary.json for the GPU profile).
+- `ci_block(summary)`: the markdown of the docs block's statistics; `plot_curves`: the pass@1-over-steps figure.
+
+All pass rates are fractions (0.25 = 25%).
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+from arc_trl.eval.bootstrap import CONFIDENCE, N_RESAMPLES, SEED, bootstrap_ci, paired_bootstrap, pool_seeds
+
+ARMS = ("grpo-opd", "grpo-only")
+ARM_TITLES = {"grpo-opd": "GRPO + OPD", "grpo-only": "GRPO only"}
+# the experiment's bar (issue 26): teacher >= 2x student, gain >= 5 points with a CI excluding 0, 256 tasks x 4, 2 seeds
+MIN_TEACHER_RATIO, MIN_GAIN, MIN_TASKS, MIN_ATTEMPTS, MIN_SEEDS = 2.0, 0.05, 256, 4, 2
+REQUIRED_KEYS = ("heldout_tasks", "attempts_per_task", "seeds", "student_pass1", "grpo_opd_pass1", "grpo_only_pass1",
+                 "teacher_pass1", "grpo_opd_minus_student_ci95", "grpo_opd_minus_grpo_only_ci95", "steps", "device",
+                 "date")
+
+
+# ------------------------------------------------------------------------------------------------------ reading
+def runs_of(results: dict[str, Any], arm: str) -> list[str]:
+    """The RL runs of an arm, by seed. Results without a `runs` map (older runs): the run named like the arm."""
+    runs = results.get("runs")
+    if runs is None:
+        return [arm] if arm in results.get("heldout", {}) else []
+    return sorted((name for name, r in runs.items() if r["arm"] == arm), key=lambda n: runs[n]["seed"])
+
+
+def _per_task(results: dict[str, Any], name: str | None) -> dict[str, float] | None:
+    entry = results.get("heldout", {}).get(name) if name else None
+    return entry.get("per_task") if entry else None
+
+
+def _final_eval(results: dict[str, Any], run: str) -> str | None:
+    name = results.get("runs", {}).get(run, {}).get("final", run)
+    return name if name in results.get("heldout", {}) else None
+
+
+def _pass1(results: dict[str, Any], names: Sequence[str]) -> float | None:
+    """Mean pass@1 of evaluations pooled per task (their solve rates' mean when per-task values are missing)."""
+    entries = [results["heldout"][n] for n in names if n in results.get("heldout", {})]
+    if not entries or len(entries) < len(names):
+        return None
+    per_task = [e.get("per_task") for e in entries]
+    if all(per_task):
+        pooled = pool_seeds(per_task, " + ".join(names))
+        return sum(pooled.values()) / len(pooled)
+    return sum(e["solve_rate"] for e in entries) / len(entries)
+
+
+def _ci(value: dict[str, Any] | None, key: str = "ci") -> list[float] | None:
+    return None if value is None else [float(x) for x in value[key]]
+
+
+def _device(results: dict[str, Any]) -> str:
+    devices = results.get("devices") or [results.get("device") or results.get("machine", "unknown")]
+    return " + ".join(dict.fromkeys(devices))
+
+
+# ------------------------------------------------------------------------------------------------------ summary
+def summary(results: dict[str, Any], n_resamples: int = N_RESAMPLES, confidence: float = CONFIDENCE,
+            seed: int = SEED) -> dict[str, Any]:
+    """The experiment's numbers (module docstring); keys `REQUIRED_KEYS` plus extras. Missing arms give None."""
+    heldout = results["heldout"]
+    student = heldout["student"]
+    n_tasks = student["n_tasks"]
+    boot = {"n_resamples": n_resamples, "confidence": confidence, "seed": seed}
+    evaluated = {arm: [(r, e) for r in runs_of(results, arm) if (e := _final_eval(results, r))] for arm in ARMS}
+    finals = {arm: [e for _, e in pairs] for arm, pairs in evaluated.items()}
+    seeds = sorted({results["runs"][r]["seed"] for arm in ARMS for r in runs_of(results, arm)}) \
+        if results.get("runs") else [results.get("seed", 0)]
+
+    def diff(a: list[str], b: list[str]) -> dict[str, Any] | None:
+        pa, pb = [_per_task(results, n) for n in a], [_per_task(results, n) for n in b]
+        if not a or not b or not all(pa) or not all(pb):
+            return None
+        return paired_bootstrap(pa, pb, names=(" + ".join(a), " + ".join(b)), **boot)
+
+    def band(names: list[str]) -> dict[str, Any] | None:
+        per_task = [_per_task(results, n) for n in names]
+        return bootstrap_ci(per_task, name=" + ".join(names), **boot) if names and all(per_task) else None
+
+    opd_vs_student = diff(finals["grpo-opd"], ["student"])
+    opd_vs_only = diff(finals["grpo-opd"], finals["grpo-only"])
+    only_vs_student = diff(finals["grpo-only"], ["student"])
+    student_pass1 = _pass1(results, ["student"])
+    teachers = {}
+    for name, spec in (results.get("teachers") or _legacy_teachers(results)).items():
+        ev = spec.get("eval", name)
+        pass1 = _pass1(results, [ev])
+        teachers[name] = {
+            "pass1": pass1, "pass1_ci95": _ci(band([ev])), "privileged": spec.get("privileged", "none"),
+            "teacher_kl": spec.get("teacher_kl"), "teacher_kl_source": spec.get("teacher_kl_source"),
+            "ratio_to_student": pass1 / student_pass1 if pass1 is not None and student_pass1 else None,
+            "minus_student_ci95": _ci(diff([ev], ["student"])),
+        }
+    opd_teacher = results.get("opd_teacher") or next(iter(teachers), None)
+    steps = [r.get("steps") for r in results.get("runs", {}).values() if r.get("steps")]
+    steps += [t["steps"][-1] for t in results.get("training", {}).values() if t.get("steps")] if not steps else []
+    out: dict[str, Any] = {
+        "heldout_tasks": n_tasks,
+        "attempts_per_task": student["n_attempts"] // n_tasks,
+        "seeds": seeds,
+        "student_pass1": student_pass1,
+        "grpo_opd_pass1": _pass1(results, finals["grpo-opd"]) if finals["grpo-opd"] else None,
+        "grpo_only_pass1": _pass1(results, finals["grpo-only"]) if finals["grpo-only"] else None,
+        "teacher_pass1": teachers[opd_teacher]["pass1"] if opd_teacher in teachers else None,
+        "grpo_opd_minus_student_ci95": _ci(opd_vs_student),
+        "grpo_opd_minus_grpo_only_ci95": _ci(opd_vs_only),
+        "steps": max(steps) if steps else None,
+        "device": _device(results),
+        "date": results.get("date"),
+        # extras
+        "grpo_opd_minus_student": opd_vs_student["mean_diff"] if opd_vs_student else None,
+        "grpo_opd_minus_grpo_only": opd_vs_only["mean_diff"] if opd_vs_only else None,
+        "grpo_only_minus_student": only_vs_student["mean_diff"] if only_vs_student else None,
+        "grpo_only_minus_student_ci95": _ci(only_vs_student),
+        "student_pass1_ci95": _ci(band(["student"])),
+        "grpo_opd_pass1_ci95": _ci(band(finals["grpo-opd"])),
+        "grpo_only_pass1_ci95": _ci(band(finals["grpo-only"])),
+        "per_seed_pass1": {arm: {str(results.get("runs", {}).get(r, {}).get("seed", results.get("seed", 0))):
+                                 _pass1(results, [e]) for r, e in pairs} for arm, pairs in evaluated.items() if pairs},
+        "opd_teacher": opd_teacher,
+        "teachers": teachers,
+        "curves": curves(results, **boot),
+        "heldout_dataset": results.get("heldout_dataset"),
+        "validation_dataset": results.get("validation_dataset"),
+        "heldout_overlap": (results.get("heldout_check") or {}).get("overlap"),
+        "bootstrap": {**boot, "unit": "held-out task", "seeds": "averaged per task", "interval": "percentile"},
+    }
+    out["checks"] = checks(out)
+    return out
+
+
+def _legacy_teachers(results: dict[str, Any]) -> dict[str, Any]:
+    """Results written before `teachers` existed: the one teacher, its teacher_kl the OPD run's first step."""
+    if "teacher" not in results.get("heldout", {}):
+        return {}
+    kl = results.get("training", {}).get("grpo-opd", {}).get("teacher_kl") or [None]
+    return {"teacher": {"eval": "teacher", "privileged": "none", "teacher_kl": kl[0],
+                        "teacher_kl_source": "grpo-opd step 1"}}
+
+
+def checks(s: dict[str, Any]) -> dict[str, bool | None]:
+    """The experiment's bar (issue 26), each True / False, or None when its numbers are missing."""
+
+    def excludes_zero(ci):
+        return None if ci is None else ci[0] > 0 or ci[1] < 0
+
+    teacher = s["teachers"].get(s["opd_teacher"] or "", {})
+    ratio = teacher.get("ratio_to_student")
+    gain = s["grpo_opd_minus_student"]
+    return {
+        "opd_teacher_ge_2x_student": None if ratio is None else ratio >= MIN_TEACHER_RATIO,
+        "grpo_opd_gain_ge_5_points": None if gain is None else gain >= MIN_GAIN,
+        "grpo_opd_minus_student_ci_excludes_zero": excludes_zero(s["grpo_opd_minus_student_ci95"]),
+        "grpo_opd_minus_grpo_only_ci_excludes_zero": excludes_zero(s["grpo_opd_minus_grpo_only_ci95"]),
+        "heldout_ge_256_tasks_x_4_attempts": s["heldout_tasks"] >= MIN_TASKS and s["attempts_per_task"] >= MIN_ATTEMPTS,
+        "seeds_ge_2": len(s["seeds"]) >= MIN_SEEDS,
+        "heldout_never_trained_on": None if s["heldout_overlap"] is None else not any(s["heldout_overlap"].values()),
+    }
+
+
+def curves(results: dict[str, Any], n_resamples: int = N_RESAMPLES, confidence: float = CONFIDENCE,
+           seed: int = SEED) -> dict[str, list[dict[str, Any]]]:
+    """Per arm, held-out pass@1 over RL steps: step 0 is the student, then each evaluated checkpoint and the final
+    model; each point pools the seeds evaluated at that step, with its bootstrap CI over tasks."""
+    out: dict[str, list[dict[str, Any]]] = {}
+    runs = results.get("runs") or {}
+    for arm in ARMS:
+        names = runs_of(results, arm)
+        if not names or not runs:
+            continue
+        by_step: dict[int, list[str]] = {0: []}
+        for run in names:
+            info = runs[run]
+            for step, ev in info.get("checkpoints", {}).items():
+                by_step.setdefault(int(step), []).append(ev)
+            if info.get("final") and info.get("steps"):
+                by_step.setdefault(int(info["steps"]), []).append(info["final"])
+        points = []
+        for step in sorted(by_step):
+            evs = ["student"] if step == 0 else [e for e in by_step[step] if _per_task(results, e)]
+            if not evs or not _per_task(results, evs[0]):
+                continue
+            ci = bootstrap_ci([_per_task(results, e) for e in evs], n_resamples, confidence, seed)
+            points.append({"step": step, "pass1": ci["mean"], "ci95": ci["ci"], "n_seeds": len(evs)})
+        out[arm] = points
+    return out
+
+
+def write_summary(results: dict[str, Any], path: str | Path, **kwargs: Any) -> dict[str, Any]:
+    out = summary(results, **kwargs)
+    Path(path).parent.mkdir(parents=True, exist_ok=True)
+    Path(path).write_text(json.dumps(out, indent=2) + "\n")
+    return out
+
+
+# ------------------------------------------------------------------------------------------------------ merging
+def merge_results(parts: Sequence[dict[str, Any]]) -> dict[str, Any]:
+    """One results dict from the results.json of several machines (each ran some stages of the same profile).
+
+    Evaluations, training runs, RL runs and teachers are joined (the first part that has one wins; a second copy of
+    an evaluation with other numbers is listed in `merge_notes`). Stage times are joined the same way; stages run on
+    more than one machine (the model and student rebuilt before an RL run) are listed in `repeated_stages`."""
+    if not parts:
+        raise ValueError("merge_results needs at least one results dict")
+    merged: dict[str, Any] = {k: v for k, v in parts[0].items()}
+    for key in ("heldout", "training", "runs", "teachers", "stage_seconds"):
+        merged[key] = dict(parts[0].get(key) or {})
+    notes, repeated, devices, loads = [], set(), [], []
+    for part in parts:
+        devices.append(part.get("device") or part.get("machine", "unknown"))
+        loads += part.get("loads", [])
+    for part in parts[1:]:
+        for key in ("heldout", "training", "runs", "teachers"):
+            for name, value in (part.get(key) or {}).items():
+                if name not in merged[key]:
+                    merged[key][name] = value
+                elif key == "heldout" and value.get("per_task") != merged[key][name].get("per_task"):
+                    notes.append(f"heldout {name}: two different evaluations; the first part's is kept")
+                elif key == "teachers" and _better_kl(value, merged[key][name]):
+                    merged[key][name] = value
+        for name, seconds in (part.get("stage_seconds") or {}).items():
+            if name in merged["stage_seconds"]:
+                repeated.add(name)
+            else:
+                merged["stage_seconds"][name] = seconds
+        for key in ("heldout_check", "validation_dataset", "opd_teacher"):
+            if merged.get(key) is None:
+                merged[key] = part.get(key)
+        merged["date"] = max(str(merged.get("date") or ""), str(part.get("date") or "")) or None
+    merged["devices"] = list(dict.fromkeys(devices))
+    merged["parts"] = len(parts)
+    merged["repeated_stages"] = sorted(repeated)
+    merged["merge_notes"] = notes
+    merged["total_seconds"] = sum(sum((p.get("stage_seconds") or {}).values()) for p in parts)
+    if loads:
+        merged.update(loads=loads, load_mean=sum(loads) / len(loads), load_max=max(loads))
+    return merged
+
+
+def _better_kl(new: dict[str, Any], old: dict[str, Any]) -> bool:
+    """A teacher's teacher_kl from another machine replaces the kept one when that has none, or when it comes from a
+    probe (the same measurement for every teacher) and the kept one does not."""
+    if new.get("teacher_kl") is None:
+        return False
+    probe = "probe" in str(new.get("teacher_kl_source"))
+    return old.get("teacher_kl") is None or (probe and "probe" not in str(old.get("teacher_kl_source")))
+
+
+# ------------------------------------------------------------------------------------------------------ reporting
+def _pct(x: float | None) -> str:
+    return "-" if x is None else f"{100 * x:.1f}%"
+
+
+def _points(x: float | None) -> str:
+    return "-" if x is None else f"{100 * x:+.1f}"
+
+
+def _interval(ci: list[float] | None, points: bool = False) -> str:
+    if ci is None:
+        return "-"
+    fmt = _points if points else _pct
+    return f"[{fmt(ci[0])}, {fmt(ci[1])}]"
+
+
+def ci_block(s: dict[str, Any], with_checks: bool = True) -> str:
+    """Markdown: the held-out pass@1 of each arm with its CI, the paired differences and the teacher comparison
+    (`with_checks`: and the line of the experiment's acceptance checks)."""
+    n_seeds = len(s["seeds"])
+    seeds = f"{n_seeds} training seed{'s' if n_seeds != 1 else ''} ({', '.join(map(str, s['seeds']))})"
+    conf = round(100 * s["bootstrap"]["confidence"])
+    lines = [
+        f"Held-out pass@1 over {s['heldout_tasks']} tasks x {s['attempts_per_task']} attempts, {seeds} averaged per "
+        f"task; {conf}% intervals: percentile bootstrap over tasks ({s['bootstrap']['n_resamples']} resamples, "
+        "paired for differences).",
+        "",
+        f"| held-out pass@1 | mean | {conf}% CI |",
+        "|---|---|---|",
+        f"| student (SFT, before RL) | {_pct(s['student_pass1'])} | {_interval(s['student_pass1_ci95'])} |",
+    ]
+    for arm, key in (("grpo-opd", "grpo_opd"), ("grpo-only", "grpo_only")):
+        if s[f"{key}_pass1"] is not None:
+            per_seed = s["per_seed_pass1"].get(arm, {})
+            shown = ", ".join(f"{k}: {_pct(v)}" for k, v in per_seed.items())
+            detail = f" (seeds: {shown})" if len(per_seed) > 1 else ""
+            lines.append(f"| after {ARM_TITLES[arm]}{detail} | {_pct(s[f'{key}_pass1'])} | "
+                         f"{_interval(s[f'{key}_pass1_ci95'])} |")
+    lines += ["", f"| paired difference (points) | mean | {conf}% CI |", "|---|---|---|"]
+    for label, key in (("GRPO + OPD - student", "grpo_opd_minus_student"),
+                       ("GRPO + OPD - GRPO only", "grpo_opd_minus_grpo_only"),
+                       ("GRPO only - student", "grpo_only_minus_student")):
+        if s[key] is not None:
+            lines.append(f"| {label} | {_points(s[key])} | {_interval(s[f'{key}_ci95'], points=True)} |")
+    if s["teachers"]:
+        lines += ["", "| teacher | prompt | held-out pass@1 | x student | teacher_kl to the student |",
+                  "|---|---|---|---|---|"]
+        for name, t in s["teachers"].items():
+            prompt = "student prompt" if t["privileged"] == "none" else f"privileged ({t['privileged']})"
+            mark = " (OPD teacher)" if name == s["opd_teacher"] else ""
+            ratio = "-" if t["ratio_to_student"] is None else f"{t['ratio_to_student']:.2f}"
+            kl = "-" if t["teacher_kl"] is None else f"{t['teacher_kl']:.3f}"
+            if t.get("teacher_kl_source"):
+                kl += f" ({t['teacher_kl_source']})"
+            lines.append(f"| {name}{mark} | {prompt} | {_pct(t['pass1'])} {_interval(t['pass1_ci95'])} | {ratio} | "
+                         f"{kl} |")
+    if not with_checks:
+        return "\n".join(lines)
+    failed = [k for k, v in s["checks"].items() if v is False]
+    unknown = [k for k, v in s["checks"].items() if v is None]
+    lines += ["", "Checks (issue 26): " + ", ".join(f"{k} {'yes' if v else 'no' if v is False else '-'}"
+                                                    for k, v in s["checks"].items()) + "."]
+    if failed or unknown:
+        lines.append(f"Not met: {', '.join(failed) or 'none'}; not measured: {', '.join(unknown) or 'none'}.")
+    return "\n".join(lines)
+
+
+def plot_curves(curve: dict[str, list[dict[str, Any]]], path: str | Path, title: str = "Held-out pass@1 over GRPO "
+                "steps") -> None:
+    """Held-out pass@1 over steps per arm, with the bootstrap CI as a band."""
+    from matplotlib.backends.backend_agg import FigureCanvasAgg
+    from matplotlib.figure import Figure
+
+    fig = Figure(figsize=(6.4, 4.0), dpi=100)
+    FigureCanvasAgg(fig)
+    ax = fig.add_subplot()
+    for (arm, points), color in zip(curve.items(), ("tab:blue", "tab:orange", "tab:green")):
+        if not points:
+            continue
+        steps = [p["step"] for p in points]
+        ax.plot(steps, [100 * p["pass1"] for p in points], color=color, marker="o", linewidth=2,
+                label=f"{ARM_TITLES.get(arm, arm)} ({max(p['n_seeds'] for p in points)} seed(s) pooled)")
+        ax.fill_between(steps, [100 * p["ci95"][0] for p in points], [100 * p["ci95"][1] for p in points],
+                        color=color, alpha=0.2, linewidth=0)
+    ax.set_xlabel("GRPO step (0: the SFT student)")
+    ax.set_ylabel("held-out pass@1 (%), 95% CI band")
+    ax.set_title(title)
+    ax.grid(True, alpha=0.3)
+    ax.legend(loc="best", fontsize=8)
+    Path(path).parent.mkdir(parents=True, exist_ok=True)
+    fig.savefig(path, format="png", bbox_inches="tight")

@@ -1,0 +1,111 @@
+"""Choose a sweep's recipe on its validation tasks: rank the runs by the in-training evaluation's pass@1.
+
+    python -m arc_trl.eval.sweep_choice SWEEP_DIR [--out choice.json]
+
+Reads `SWEEP_DIR/sweep_manifest.json` (scripts/sweep.py) and, for each run, the in-training evaluation
+(`eval_every_steps`, arc_trl/eval/callback.py) of its last evaluated step: the attempts file
+`output_dir/eval_arc/step_N.jsonl`, rescored against the validation tasks (`eval_dataset` of the run's config) into
+per-task pass@1, with a bootstrap CI over tasks (arc_trl/eval/bootstrap.py) and, for every run, the paired difference
+to the best one. Runs without an evaluation (not finished, or no eval_dataset) are listed as such. Held-out tasks
+play no part: the sweep's configs must evaluate on the validation set (see configs/gpu/learning/sweep.yaml).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import re
+from pathlib import Path
+from typing import Any
+
+from arc_trl.eval.bootstrap import bootstrap_ci, paired_bootstrap
+
+STEP_FILE = re.compile(r"step_(\d+)\.jsonl$")
+
+
+def last_evaluation(output_dir: Path) -> tuple[int, Path] | None:
+    """(step, attempts file) of the run's last in-training evaluation, None when it has none."""
+    files = [(int(m.group(1)), p) for p in (output_dir / "eval_arc").glob("step_*.jsonl")
+             if (m := STEP_FILE.search(p.name))]
+    return max(files) if files else None
+
+
+def per_task_from_attempts(path: Path, dataset: str) -> dict[str, float]:
+    """Per-task pass@1 of an in-training evaluation's attempts (each outcome's test predictions against the task)."""
+    from arc_trl.data import load_tasks
+    from arc_trl.rewards.scoring import exact_match
+
+    tasks = {t.id: t for t in load_tasks(dataset)}
+    counts: dict[str, list[int]] = {}
+    for line in path.read_text().splitlines():
+        if not line.strip():
+            continue
+        record = json.loads(line)
+        task = tasks.get(record["task_id"])
+        if task is None:
+            raise ValueError(f"{path}: task {record['task_id']!r} is not in {dataset}")
+        predictions = record["outcome"].get("test_predictions")
+        passed = predictions is not None and len(predictions) == len(task.test_outputs) and all(
+            p is not None and exact_match(p, t) for p, t in zip(predictions, task.test_outputs))
+        n_c = counts.setdefault(task.id, [0, 0])
+        n_c[0] += 1
+        n_c[1] += int(passed)
+    return {t: c / n for t, (n, c) in sorted(counts.items())}
+
+
+def rank(sweep_dir: str | Path, n_resamples: int = 10_000) -> dict[str, Any]:
+    """The runs ranked by validation pass@1 (module docstring), as saved by `--out`."""
+    import yaml
+
+    sweep_dir = Path(sweep_dir)
+    manifest = json.loads((sweep_dir / "sweep_manifest.json").read_text())
+    rows, missing = [], []
+    for run in manifest["runs"]:
+        output_dir = Path(run["output_dir"])
+        config = yaml.safe_load(Path(run["config"]).read_text())
+        found = last_evaluation(output_dir)
+        dataset = config.get("eval_dataset")
+        if found is None or not dataset:
+            missing.append(run["name"])
+            continue
+        step, path = found
+        per_task = per_task_from_attempts(path, dataset)
+        ci = bootstrap_ci(per_task, n_resamples=n_resamples, name=run["name"])
+        rows.append({"name": run["name"], "varied": run["varied"], "step": step, "validation_dataset": dataset,
+                     "pass1": ci["mean"], "pass1_ci95": ci["ci"], "n_tasks": ci["n_tasks"], "per_task": per_task})
+    rows.sort(key=lambda r: -r["pass1"])
+    for row in rows[1:]:
+        diff = paired_bootstrap(rows[0]["per_task"], row["per_task"], n_resamples=n_resamples,
+                                names=(rows[0]["name"], row["name"]))
+        row["best_minus_this"], row["best_minus_this_ci95"] = diff["mean_diff"], diff["ci"]
+    return {"sweep": manifest["name"], "best": rows[0]["name"] if rows else None,
+            "best_values": rows[0]["varied"] if rows else None, "runs": rows, "not_evaluated": missing}
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("sweep_dir")
+    parser.add_argument("--out", help="write the ranking (JSON, per-task values included)")
+    args = parser.parse_args(argv)
+    result = rank(args.sweep_dir)
+    for row in result["runs"]:
+        lo, hi = row["pass1_ci95"]
+        gap = ""
+        if "best_minus_this" in row:
+            g_lo, g_hi = row["best_minus_this_ci95"]
+            gap = f"  best - this {100 * row['best_minus_this']:+.1f} [{100 * g_lo:+.1f}, {100 * g_hi:+.1f}] points"
+        print(f"{row['name']:32s} step {row['step']:4d}  validation pass@1 {100 * row['pass1']:5.1f}% "
+              f"[{100 * lo:.1f}, {100 * hi:.1f}] over {row['n_tasks']} tasks{gap}")
+    if result["not_evaluated"]:
+        print(f"not evaluated: {', '.join(result['not_evaluated'])}")
+    if args.out:
+        Path(args.out).write_text(json.dumps(result, indent=2) + "\n")
+    if result["best"] is None:
+        print("no run has a validation evaluation")
+        return 1
+    print(f"best: {result['best']} {result['best_values']}")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,185 @@
+"""The learning experiment's statistics (arc_trl/eval/learning_report.py) on a synthetic results.json: the summary JSON
+of issue 26, the pass@1-over-steps curves, the CI tables, merging machines' results, and demo_learning's report."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from arc_trl.eval.learning_report import REQUIRED_KEYS, ci_block, merge_results, summary, write_summary
+from model_helpers import load_script
+
+TASKS = [f"syn-flip-1-{i:03d}" for i in range(40)]
+
+
+def _eval(value, n_attempts=4, **per_task_override):
+    per_task = {t: value for t in TASKS}
+    per_task.update(per_task_override)
+    rate = sum(per_task.values()) / len(per_task)
+    return {"n_tasks": len(TASKS), "n_attempts": len(TASKS) * n_attempts, "solve_rate": rate, "pass_at_k": rate,
+            "valid_outputs": 0.9, "pixel_score": 0.3, "mean_reward": 1.5, "submit_rate": 0.9, "turns": 2.0,
+            "per_task": per_task, "privileged": "none"}
+
+
+def _training(kl=None):
+    steps = list(range(1, 41))
+    out = {"steps": steps, "seconds": 400.0, "reward": [1.0 + s / 40 for s in steps], "valid": [], "exact": []}
+    out["teacher_kl"] = [kl - s / 1000 for s in steps] if kl else []
+    for key in ("reward", "valid", "exact", "teacher_kl"):
+        values = out[key]
+        out[f"{key}_first"] = sum(values[:10]) / 10 if values else None
+        out[f"{key}_last"] = sum(values[-10:]) / 10 if values else None
+    return out
+
+
+def synthetic_results():
+    """Student 0.25 everywhere; GRPO + OPD 0.5 (both seeds); GRPO only 0.25 / 0.5 (seeds 0 / 1, pooled 0.375);
+    checkpoints at step 20 halfway; teachers 0.75 (plain) and 1.0 (privileged)."""
+    heldout = {"student": _eval(0.25), "teacher": _eval(0.75), "teacher-privileged": _eval(1.0),
+               "grpo-opd-s0": _eval(0.5), "grpo-opd-s1": _eval(0.5), "grpo-only-s0": _eval(0.25),
+               "grpo-only-s1": _eval(0.5), "grpo-opd-s0-step20": _eval(0.375), "grpo-opd-s1-step20": _eval(0.375),
+               "grpo-only-s0-step20": _eval(0.25), "grpo-only-s1-step20": _eval(0.5)}
+    heldout["teacher-privileged"]["privileged"] = "program"
+    runs = {f"{arm}-s{seed}": {"arm": arm, "seed": seed, "steps": 40, "final": f"{arm}-s{seed}",
+                               "checkpoints": {"20": f"{arm}-s{seed}-step20"}}
+            for seed in (0, 1) for arm in ("grpo-opd", "grpo-only")}
+    return {
+        "seed": 0, "machine": "16 CPU cores (x), 1 GPU (NVIDIA H100 80GB HBM3)", "device": "NVIDIA H100 80GB HBM3",
+        "cpus": 16, "date": "2026-12-01", "heldout_dataset": "synthetic:n=40,seed=1,difficulty=tiny",
+        "validation_dataset": "synthetic:n=16,seed=4,difficulty=tiny", "n_predictions": 4, "temperature": 1.0,
+        "reward_mode": "barc", "stage_seconds": {"model": 15.0, "student": 185.0, "grpo-opd-s0": 410.0},
+        "total_seconds": 610.0, "loads": [1.0, 2.0], "load_mean": 1.5, "load_max": 2.0,
+        "heldout": heldout,
+        "training": {"grpo-opd-s0": _training(0.05), "grpo-opd-s1": _training(0.06), "grpo-only-s0": _training(),
+                     "grpo-only-s1": _training()},
+        "runs": runs,
+        "teachers": {"teacher": {"eval": "teacher", "privileged": "none", "teacher_kl": 0.02,
+                                 "teacher_kl_source": "2-step probe at learning rate 0"},
+                     "teacher-privileged": {"eval": "teacher-privileged", "privileged": "program",
+                                            "teacher_kl": 0.4, "teacher_kl_source": "2-step probe at learning rate 0"}},
+        "opd_teacher": "teacher",
+        "heldout_check": {"overlap": {"sft-student": [], "rl": []}},
+    }
+
+
+def test_summary_has_the_issue_keys_as_fractions_and_paired_cis():
+    s = summary(synthetic_results(), n_resamples=500)
+    assert set(REQUIRED_KEYS) <= set(s)
+    assert (s["heldout_tasks"], s["attempts_per_task"], s["seeds"], s["steps"]) == (40, 4, [0, 1], 40)
+    assert (s["student_pass1"], s["grpo_opd_pass1"], s["grpo_only_pass1"], s["teacher_pass1"]) == (0.25, 0.5, 0.375,
+                                                                                                   0.75)
+    assert s["grpo_opd_minus_student_ci95"] == [0.25, 0.25]  # a constant shift over tasks: the interval is the shift
+    assert s["grpo_opd_minus_grpo_only_ci95"] == [0.125, 0.125]
+    assert s["grpo_opd_minus_student"] == 0.25 and s["grpo_only_minus_student_ci95"] == [0.125, 0.125]
+    assert s["device"] == "NVIDIA H100 80GB HBM3" and s["date"] == "2026-12-01"
+    assert s["per_seed_pass1"] == {"grpo-opd": {"0": 0.5, "1": 0.5}, "grpo-only": {"0": 0.25, "1": 0.5}}
+    teachers = s["teachers"]
+    assert teachers["teacher"]["ratio_to_student"] == 3.0 and teachers["teacher-privileged"]["pass1"] == 1.0
+    assert teachers["teacher-privileged"]["privileged"] == "program" and teachers["teacher"]["teacher_kl"] == 0.02
+    assert s["checks"] == {"opd_teacher_ge_2x_student": True, "grpo_opd_gain_ge_5_points": True,
+                           "grpo_opd_minus_student_ci_excludes_zero": True,
+                           "grpo_opd_minus_grpo_only_ci_excludes_zero": True,
+                           "heldout_ge_256_tasks_x_4_attempts": False, "seeds_ge_2": True,
+                           "heldout_never_trained_on": True}
+
+
+def test_curves_start_at_the_student_and_pool_seeds_per_step():
+    s = summary(synthetic_results(), n_resamples=200)
+    opd = s["curves"]["grpo-opd"]
+    assert [(p["step"], p["pass1"], p["n_seeds"]) for p in opd] == [(0, 0.25, 1), (20, 0.375, 2), (40, 0.5, 2)]
+    assert opd[1]["ci95"] == [0.375, 0.375]
+    only = s["curves"]["grpo-only"]
+    assert [(p["step"], p["pass1"]) for p in only] == [(0, 0.25), (20, 0.375), (40, 0.375)]
+
+
+def test_a_noisy_difference_gets_an_interval_around_its_mean():
+    results = synthetic_results()
+    for seed in (0, 1):  # the OPD arm solves the first 10 tasks fully, the rest like the student
+        results["heldout"][f"grpo-opd-s{seed}"] = _eval(0.25, **{t: 1.0 for t in TASKS[:10]})
+    s = summary(results, n_resamples=2000)
+    lo, hi = s["grpo_opd_minus_student_ci95"]
+    assert s["grpo_opd_minus_student"] == pytest.approx(0.1875)
+    assert 0 < lo < 0.1875 < hi < 0.4
+
+
+def test_missing_arms_and_teachers_give_none():
+    results = synthetic_results()
+    for name in [n for n in results["heldout"] if n.startswith("grpo-only")]:
+        del results["heldout"][name]
+    s = summary(results, n_resamples=100)
+    assert s["grpo_only_pass1"] is None and s["grpo_opd_minus_grpo_only_ci95"] is None
+    assert s["checks"]["grpo_opd_minus_grpo_only_ci_excludes_zero"] is None
+    assert s["grpo_opd_pass1"] == 0.5
+
+
+def test_arms_on_other_tasks_are_refused():
+    from arc_trl.eval.bootstrap import TaskMismatchError
+
+    results = synthetic_results()
+    results["heldout"]["grpo-opd-s1"]["per_task"].pop(TASKS[3])
+    with pytest.raises(TaskMismatchError, match=TASKS[3]):
+        summary(results, n_resamples=100)
+
+
+def test_write_summary_and_ci_block(tmp_path):
+    path = tmp_path / "docs" / "gpu_learning_summary.json"
+    s = write_summary(synthetic_results(), path, n_resamples=300)
+    written = json.loads(path.read_text())
+    assert written == json.loads(json.dumps(s)) and set(REQUIRED_KEYS) <= set(written)
+    assert written["grpo_opd_minus_student_ci95"] == [0.25, 0.25]
+    block = ci_block(s)
+    assert "| GRPO + OPD - student | +25.0 | [+25.0, +25.0] |" in block
+    assert "| after GRPO + OPD (seeds: 0: 50.0%, 1: 50.0%) | 50.0% | [50.0%, 50.0%] |" in block
+    assert "| after GRPO only (seeds: 0: 25.0%, 1: 50.0%) | 37.5% |" in block
+    assert "| teacher-privileged | privileged (program) | 100.0% [100.0%, 100.0%] | 4.00 | 0.400 (2-step probe" in block
+    assert "Not met: heldout_ge_256_tasks_x_4_attempts" in block
+    assert "Checks" not in ci_block(s, with_checks=False)
+
+
+def test_merge_joins_machines_and_notes_conflicts():
+    full = synthetic_results()
+    a = {**full, "heldout": {k: v for k, v in full["heldout"].items() if "-s1" not in k},
+         "stage_seconds": {"model": 15.0, "student": 185.0, "grpo-opd-s0": 410.0}}
+    b = {**full, "device": "NVIDIA H200", "date": "2026-12-02",
+         "heldout": {k: v for k, v in full["heldout"].items() if "-s1" in k or k == "student"},
+         "stage_seconds": {"model": 14.0, "student": 190.0, "grpo-opd-s1": 405.0}, "loads": [3.0]}
+    b["heldout"]["student"] = _eval(0.5)  # a rebuilt student evaluated again: the first part's evaluation is kept
+    merged = merge_results([a, b])
+    assert set(merged["heldout"]) == set(full["heldout"])
+    assert merged["heldout"]["student"]["per_task"] == full["heldout"]["student"]["per_task"]
+    assert merged["merge_notes"] == ["heldout student: two different evaluations; the first part's is kept"]
+    assert merged["stage_seconds"] == {"model": 15.0, "student": 185.0, "grpo-opd-s0": 410.0, "grpo-opd-s1": 405.0}
+    assert merged["repeated_stages"] == ["model", "student"] and merged["total_seconds"] == 15 + 185 + 410 + 14 + 190 + 405
+    assert merged["devices"] == ["NVIDIA H100 80GB HBM3", "NVIDIA H200"] and merged["date"] == "2026-12-02"
+    assert merged["load_max"] == 3.0
+    assert summary(merged, n_resamples=100)["device"] == "NVIDIA H100 80GB HBM3 + NVIDIA H200"
+    # an RL machine listed first: its OPD-run estimate of teacher_kl gives way to the shared machine's probe, and the
+    # held-out check it did not run comes from the part that did
+    rl_part = {**b, "heldout_check": None, "teachers": {"teacher": {**full["teachers"]["teacher"], "teacher_kl": 0.03,
+                                                                    "teacher_kl_source": "step 1 of 1 GRPO + OPD run(s)"}}}
+    merged = merge_results([rl_part, a])
+    assert merged["teachers"]["teacher"]["teacher_kl"] == 0.02 and merged["heldout_check"] == full["heldout_check"]
+
+
+def test_demo_report_writes_summary_docs_block_and_plots(tmp_path, monkeypatch):
+    demo = load_script("demo_learning")
+    monkeypatch.setattr(demo, "DOCS", tmp_path / "learning.md")
+    monkeypatch.setattr(demo, "IMAGES", tmp_path / "img")
+    profile = {**demo.DEFAULT_PROFILE, "docs_section": "gpu", "image_prefix": "learning_gpu",
+               "summary_file": str(tmp_path / "gpu_learning_summary.json")}
+    results_path = tmp_path / "results.json"
+    results_path.write_text(json.dumps(synthetic_results()))
+    summary_out = demo.write_report(json.loads(results_path.read_text()), profile)
+    assert json.loads((tmp_path / "gpu_learning_summary.json").read_text())["grpo_opd_pass1"] == 0.5
+    assert summary_out["student_pass1"] == 0.25
+    text = (tmp_path / "learning.md").read_text()
+    block = text.split("<!-- gpu-results:begin -->")[1].split("<!-- gpu-results:end -->")[0]
+    assert "| held-out metric | student (SFT warm start, before RL) | after GRPO + OPD, seed 0 | after GRPO + OPD, " \
+           "seed 1 | after GRPO only (ablation), seed 0 | after GRPO only (ablation), seed 1 | teacher (longer SFT) | " \
+           "teacher-privileged (privileged prompt: program) |" in block
+    assert "| GRPO + OPD - GRPO only | +12.5 | [+12.5, +12.5] |" in block
+    assert "teacher_kl at the first / last step: grpo-opd-s0 0.049 / 0.010, grpo-opd-s1 0.059 / 0.020." in block
+    for name in ("heldout_pass1", "reward", "teacher_kl"):
+        assert (tmp_path / "img" / f"learning_gpu_{name}.png").stat().st_size > 1000
+        assert f"img/learning_gpu_{name}.png" in block
