@@ -231,15 +231,13 @@ class ArcConfig:
                 f"teacher_logprob_clip must be > 0 (or null: no clip), got {self.teacher_logprob_clip}: a clip of 0 "
                 "would zero every teacher log-ratio, switching the teacher term off without a word"
             )
+        # (The converse is allowed: a teacher with zero weight is still scored and logged, teacher_kl, for monitoring.)
         if self.teacher_tau > 0 and self.teacher_backend == "none":
             raise ValueError("teacher_tau > 0 needs a teacher: set teacher_backend to local, base or server")
         if self.teacher_backend == "local" and not self.teacher_model:
             raise ValueError("teacher_backend=local needs teacher_model (a path or hub id)")
         if self.teacher_backend == "server" and not self.teacher_server_url:
             raise ValueError("teacher_backend=server needs teacher_server_url (e.g. http://localhost:8001)")
-        if self.teacher_backend != "none" and self.teacher_tau == 0:
-            # A teacher with zero weight is still scored and logged (teacher_kl), which is useful for monitoring.
-            pass
         self._check_collapse_guard()
         if self.adv_tau == 0 and self.teacher_tau == 0:
             raise ValueError("adv_tau and teacher_tau are both 0: the loss would be empty")
