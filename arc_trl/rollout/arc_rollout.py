@@ -21,11 +21,9 @@ end-of-turn token gets that token instead (`Episode.end_turn_with`), so the toke
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass
 from typing import Any
 
 from arc_trl.chat_template import end_of_turn_id
-from arc_trl.config import ROLLOUT_SCHEDULING as SCHEDULING
 from arc_trl.data.dataset import task_from_json_string
 from arc_trl.data.task import ArcTask
 from arc_trl.rollout.episode import Episode
@@ -39,19 +37,7 @@ from arc_trl.rollout.turns import (
     close_sessions,
     open_episodes,
 )
-
-
-@dataclass
-class RolloutSettings:
-    agent_mode: str = "repl"  # repl | program
-    max_turns: int = 4
-    max_tokens_per_turn: int | None = None
-    max_completion_length: int = 1024  # episode budget: model + environment tokens
-    scheduling: str = "lockstep"  # lockstep | per_episode (see run_episodes)
-
-    def __post_init__(self) -> None:
-        if self.scheduling not in SCHEDULING:
-            raise ValueError(f"rollout scheduling {self.scheduling!r} is not one of {', '.join(SCHEDULING)}")
+from arc_trl.rollout.settings import RolloutSettings
 
 
 def task_from_row(row: dict[str, Any]) -> ArcTask:
