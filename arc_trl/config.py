@@ -13,13 +13,19 @@ if TYPE_CHECKING:
     from arc_trl.sandbox.config import SandboxConfig
 
 from arc_trl.config_types import field_type_problems
+from arc_trl.rollout.settings import (
+    AGENT_MODES,
+    DEFAULT_AGENT_MODE,
+    DEFAULT_MAX_TOKENS_PER_TURN,
+    DEFAULT_MAX_TURNS,
+    DEFAULT_SCHEDULING,
+    SCHEDULING as ROLLOUT_SCHEDULING,
+)
 
-AGENT_MODES = ("repl", "program")
 REWARD_MODES = ("binary", "partial", "balanced", "barc")
 TEACHER_BACKENDS = ("none", "local", "base", "server")
 TEACHER_LOSSES = ("advantage", "reverse_kl")
 PRIVILEGED_INFO = ("none", "solutions", "program")
-ROLLOUT_SCHEDULING = ("lockstep", "per_episode")
 COLLAPSE_ACTIONS = ("off", "warn", "stop", "rollback")
 
 
@@ -40,7 +46,8 @@ class ArcConfig:
     augment: bool = field(default=False, metadata={"help": "Apply a random dihedral + colour augmentation per row."})
     augment_copies: int = field(default=1, metadata={"help": "Rows per task when augment is on."})
     agent_mode: str = field(
-        default="repl", metadata={"help": "repl: multi-turn REPL ending with SUBMIT; program: one-turn transform()."}
+        default=DEFAULT_AGENT_MODE,
+        metadata={"help": "repl: multi-turn REPL ending with SUBMIT; program: one-turn transform()."},
     )
     prompt_template: str | None = field(default=None, metadata={"help": "Path to a custom prompt template (YAML)."})
     chat_template: str = field(
@@ -56,13 +63,16 @@ class ArcConfig:
     )
 
     # --- REPL episode ---------------------------------------------------------------------------------------------
-    max_turns: int = field(default=4, metadata={"help": "Assistant turns per episode (program mode: always 1)."})
+    max_turns: int = field(
+        default=DEFAULT_MAX_TURNS, metadata={"help": "Assistant turns per episode (program mode: always 1)."}
+    )
     max_tokens_per_turn: int | None = field(
-        default=None, metadata={"help": "Token cap per assistant turn (default: max_completion_length)."}
+        default=DEFAULT_MAX_TOKENS_PER_TURN,
+        metadata={"help": "Token cap per assistant turn (default: max_completion_length)."},
     )
     # The token budget of a whole episode (model + environment tokens) is GRPOConfig.max_completion_length.
     rollout_scheduling: str = field(
-        default="lockstep",
+        default=DEFAULT_SCHEDULING,
         metadata={"help": "lockstep: each turn, all active episodes generate together, then all run their code; "
                   "per_episode: each episode advances on its own against vLLM's continuous batching (falls back to "
                   "lockstep, with a warning, for transformers generate or colocated tensor parallel > 1). lockstep "
