@@ -225,7 +225,7 @@ def test_overlapping_teacher_is_called_while_the_rollout_runs(tiny_model_dir, me
             return local.score(sequences, prompt_lengths)
 
         def submit(self, sequences, prompt_lengths):
-            during_rollout.append(trainer._rollout_inputs is not None)
+            during_rollout.append(trainer.rollout.rows is not None)
             return pool.submit(local.score, sequences, prompt_lengths)
 
     trainer.teacher = Overlapping()

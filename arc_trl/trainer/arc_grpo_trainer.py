@@ -95,7 +95,6 @@ class ArcGRPOTrainer(GRPOTrainer):
                 scheduling=arc.rollout_scheduling,
             ),
         )
-        self._rollout_inputs: list[dict[str, Any]] | None = None
         self._teacher_kl_coef = 0.0
         super().__init__(
             model=model,
@@ -165,12 +164,9 @@ class ArcGRPOTrainer(GRPOTrainer):
             return super().training_step(model, inputs, num_items_in_batch)
 
     def _generate_and_score_completions(self, inputs):
-        self._rollout_inputs = inputs
         self._teacher_jobs = []
-        try:
+        with self.rollout.rows_for(inputs):
             output = super()._generate_and_score_completions(inputs)
-        finally:
-            self._rollout_inputs = None
         mode = "train" if self.model.training else "eval"
         episodes = self.rollout.last_episodes
         if self.mask_truncated_completions:
@@ -274,7 +270,7 @@ class ArcGRPOTrainer(GRPOTrainer):
             self._submit_teacher_job_now(episodes)
 
     def _submit_teacher_job_now(self, episodes) -> None:
-        rows = self._rollout_inputs
+        rows = self.rollout.rows
         prompts_t = [self._teacher_prompt_ids(rows[ep.index], ep) for ep in episodes]
         sequences = [p + ep.completion_ids for p, ep in zip(prompts_t, episodes)]
         future = self.teacher.submit(sequences, [len(p) for p in prompts_t])
