@@ -278,6 +278,7 @@ def test_reverse_kl_gradient_equals_the_advantage_formulation_on_policy_only(tin
     gradient tau * r * (log pi - T), so on-policy (r = 1) it equals the advantage formulation's -tau * (T - s); with
     r != 1 (a stale sampling policy) the two differ."""
     from arc_trl.opd import opd_advantages
+    from arc_trl.trainer.loss_mask import loss_mask
     from test_trainer import _trainer
 
     tau = 0.5
@@ -289,7 +290,7 @@ def test_reverse_kl_gradient_equals_the_advantage_formulation_on_policy_only(tin
         trainer.current_gradient_accumulation_steps = 1
         kl_batch = trainer._generate_and_score_completions([trainer.train_dataset[i] for i in (0, 0, 1, 1)])
         student = trainer._student_logps(kl_batch)
-        mask = trainer._loss_mask(kl_batch)
+        mask = loss_mask(kl_batch)
         advantages = opd_advantages(kl_batch["advantages"], kl_batch["ref_per_token_logps"], student, mask, 1.0, tau)
         adv_batch = {k: v for k, v in kl_batch.items() if k != "ref_per_token_logps"} | {"advantages": advantages}
 

@@ -31,6 +31,7 @@ from arc_trl.config import ArcConfig
 from arc_trl.opd import opd_advantages, teacher_log_ratio, teacher_stats
 from arc_trl.rollout.arc_rollout import ArcRollout, RolloutSettings
 from arc_trl.trainer.gpu_memory import memory_metrics, memory_readings, memory_sampler
+from arc_trl.trainer.loss_mask import EmptyLossMaskError, check_loss_mask, loss_mask, mask_truncated_episodes
 from arc_trl.trainer.sampling_mismatch import importance_sampling_hits, mismatch_counts
 from arc_trl.trainer.step_timing import (
     StepClock,
@@ -41,9 +42,7 @@ from arc_trl.trainer.step_timing import (
     timed_method,
 )
 
-
-class EmptyLossMaskError(RuntimeError):
-    """A generation batch has no trainable token (the seeds' "empty loss mask" failure)."""
+__all__ = ["ArcGRPOTrainer", "EmptyLossMaskError"]
 
 
 class ArcGRPOTrainer(GRPOTrainer):
@@ -170,7 +169,7 @@ class ArcGRPOTrainer(GRPOTrainer):
         mode = "train" if self.model.training else "eval"
         episodes = self.rollout.last_episodes
         if self.mask_truncated_completions:
-            self._mask_truncated_episodes(output, episodes)
+            mask_truncated_episodes(output, episodes, self.accelerator)
         self._log_episode_metrics(mode, episodes, output)
         self._log_sampling_mismatch(mode, output)
         if mode == "train" and self.step_clock.is_open:
@@ -179,7 +178,7 @@ class ArcGRPOTrainer(GRPOTrainer):
             self._step_tokens["generated"] += float(sum(ep.num_model_tokens for ep in episodes))
             self._step_tokens["no_grad"] += no_grad_forwards * batch_tokens
         if self.arc_config.check_loss_mask:
-            self._check_loss_mask(output, episodes)
+            check_loss_mask(output, episodes)
         if self.teacher is not None:
             self._apply_teacher(mode, inputs, episodes, output)
         if self.arc_config.dump_rollouts and mode == "train":
@@ -208,37 +207,6 @@ class ArcGRPOTrainer(GRPOTrainer):
             self.beta = saved_beta
 
     # ------------------------------------------------------------------------------------------------ helpers
-    def _loss_mask(self, output) -> torch.Tensor:
-        mask = output["completion_mask"]
-        if "tool_mask" in output:
-            mask = mask * output["tool_mask"]
-        return mask
-
-    def _mask_truncated_episodes(self, output, episodes) -> None:
-        """Extend TRL's `mask_truncated_completions` to every episode cut by a token limit (`Episode.truncated`).
-
-        TRL masks a completion whose last token is not EOS. An episode ended by the budget ("budget": its last turn
-        ended, but the environment's reply did not fit) ends with EOS yet is cut all the same. Its rows are zeroed
-        as TRL zeroes truncated ones (completion_mask and tool_mask) and `num_items_in_batch` is recounted."""
-        cut = torch.tensor([ep.truncated for ep in episodes], device=output["completion_mask"].device)
-        keep = (~cut).unsqueeze(1).to(output["completion_mask"].dtype)
-        output["completion_mask"] = output["completion_mask"] * keep
-        if output.get("tool_mask") is not None:
-            output["tool_mask"] = output["tool_mask"] * keep
-        output["num_items_in_batch"] = self.accelerator.gather(self._loss_mask(output).sum()).sum()
-
-    def _check_loss_mask(self, output, episodes) -> None:
-        if output["num_items_in_batch"].item() > 0:
-            return
-        reasons = sorted({ep.finish_reason for ep in episodes})
-        raise EmptyLossMaskError(
-            "This generation batch has no trainable token: every model token is masked out of the loss "
-            f"(episode endings here: {reasons}). Typical causes: all completions truncated while "
-            "mask_truncated_completions=true (raise max_completion_length / max_tokens_per_turn or set "
-            "mask_truncated_completions: false), or a rollout that marks no token as model-generated. "
-            "Set check_loss_mask: false to skip such batches instead of stopping."
-        )
-
     def _student_logps(self, output) -> torch.Tensor:
         """Log-probs of the sampled tokens under the policy that generated them (detached)."""
         if output.get("old_per_token_logps") is not None:
@@ -299,7 +267,7 @@ class ArcGRPOTrainer(GRPOTrainer):
                 teacher_logps[i, : len(row)] = torch.tensor(row, dtype=torch.float32, device=completion_ids.device)
         # with device_map="auto" a model's last layer (hence its log-probs) can sit on another GPU than the batch
         student_logps = self._student_logps(output).detach().to(completion_ids.device)
-        mask = self._loss_mask(output)
+        mask = loss_mask(output)
         clip = arc.teacher_logprob_clip
         if arc.teacher_loss == "advantage":
             output["advantages"] = opd_advantages(
@@ -328,7 +296,7 @@ class ArcGRPOTrainer(GRPOTrainer):
         trainer_logps, sampler_logps = output.get("old_per_token_logps"), output.get("sampling_per_token_logps")
         if trainer_logps is None or sampler_logps is None:
             return
-        model_mask = self._loss_mask(output)
+        model_mask = loss_mask(output)
         masked, clipped = importance_sampling_hits(
             trainer_logps, sampler_logps, model_mask, self.vllm_importance_sampling_mode,
             self.vllm_importance_sampling_clip_min, self.vllm_importance_sampling_clip_max,
