@@ -19,7 +19,6 @@ from __future__ import annotations
 
 import json
 import os
-from typing import Any
 
 import torch
 from transformers import TrainerCallback
@@ -28,7 +27,6 @@ from trl import GRPOConfig, GRPOTrainer
 from arc_trl.chat_template import end_of_turn_id
 from arc_trl.collapse.signals import episode_repetition
 from arc_trl.config import ArcConfig
-from arc_trl.opd import opd_advantages, teacher_log_ratio, teacher_stats
 from arc_trl.rollout.arc_rollout import ArcRollout, RolloutSettings
 from arc_trl.trainer.gpu_memory import memory_metrics, memory_readings, memory_sampler
 from arc_trl.trainer.loss_mask import EmptyLossMaskError, check_loss_mask, loss_mask, mask_truncated_episodes
@@ -41,6 +39,7 @@ from arc_trl.trainer.step_timing import (
     step_metrics,
     timed_method,
 )
+from arc_trl.trainer.teacher_term import TeacherTerm, build_teacher
 
 __all__ = ["ArcGRPOTrainer", "EmptyLossMaskError"]
 
@@ -113,12 +112,12 @@ class ArcGRPOTrainer(GRPOTrainer):
             raise ValueError("benchmark_full_turns needs use_vllm: true and rollout_scheduling: lockstep (it sets "
                              f"vLLM's min_tokens and logit_bias per turn); got use_vllm={self.use_vllm}, "
                              f"rollout_scheduling={arc.rollout_scheduling}")
-        self.teacher = teacher if teacher is not None else self._build_teacher()
+        self.teacher = teacher if teacher is not None else build_teacher(self)
+        self.teacher_term = TeacherTerm(self)
         if self.teacher is not None and arc.teacher_loss == "reverse_kl":
             self._teacher_kl_coef = arc.teacher_tau
-        self._teacher_jobs: list[tuple[list[int], Any]] = []
         if self.teacher is not None and getattr(self.teacher, "overlaps_generation", False):
-            self.rollout.on_finished = self._submit_teacher_job  # score finished episodes while others generate
+            self.rollout.on_finished = self.teacher_term.submit_finished  # score finished episodes during generation
         if self.use_vllm:  # TRL calls it from _generate, _generate_single_turn and VLLMGeneration.generate (sleep mode)
             timed_method(self.vllm_generation, "sync_weights", self.step_clock, "weight_sync")
         self._num_params = count_model_params(self.model)
@@ -126,30 +125,6 @@ class ArcGRPOTrainer(GRPOTrainer):
         self._peak_flops_total = None if peak is None else peak * self.accelerator.num_processes
         self._memory_peak = memory_sampler(self.accelerator.device)  # None on CPU
         self.add_callback(StepBudgetCallback(self))
-
-    # ------------------------------------------------------------------------------------------------ teacher setup
-    def _build_teacher(self):
-        from arc_trl.teacher import BaseModelTeacher, LocalTeacher, ServerTeacher
-
-        arc = self.arc_config
-        if arc.teacher_backend == "none":
-            return None
-        if arc.teacher_backend == "base":
-            return BaseModelTeacher(self, batch_size=arc.teacher_batch_size)
-        if arc.teacher_backend == "local":
-            return LocalTeacher.from_pretrained(
-                arc.teacher_model,
-                pad_token_id=self.processing_class.pad_token_id,
-                accelerator=self.accelerator,
-                dtype=self.model.dtype,
-                batch_size=arc.teacher_batch_size,
-            )
-        return ServerTeacher(
-            arc.teacher_server_url,
-            timeout_s=arc.teacher_timeout_s,
-            max_retries=arc.teacher_max_retries,
-            batch_size=arc.teacher_batch_size,
-        )
 
     # ------------------------------------------------------------------------------------------------ TRL hooks
     def _generate(self, prompts):
@@ -163,7 +138,7 @@ class ArcGRPOTrainer(GRPOTrainer):
             return super().training_step(model, inputs, num_items_in_batch)
 
     def _generate_and_score_completions(self, inputs):
-        self._teacher_jobs = []
+        self.teacher_term.start_batch(inputs)
         with self.rollout.rows_for(inputs):
             output = super()._generate_and_score_completions(inputs)
         mode = "train" if self.model.training else "eval"
@@ -180,7 +155,7 @@ class ArcGRPOTrainer(GRPOTrainer):
         if self.arc_config.check_loss_mask:
             check_loss_mask(output, episodes)
         if self.teacher is not None:
-            self._apply_teacher(mode, inputs, episodes, output)
+            self._log_teacher_stats(mode, self.teacher_term.apply(inputs, episodes, output))
         if self.arc_config.dump_rollouts and mode == "train":
             self._dump_rollouts(episodes, output)
         return output
@@ -207,80 +182,10 @@ class ArcGRPOTrainer(GRPOTrainer):
             self.beta = saved_beta
 
     # ------------------------------------------------------------------------------------------------ helpers
-    def _student_logps(self, output) -> torch.Tensor:
-        """Log-probs of the sampled tokens under the policy that generated them (detached)."""
-        if output.get("old_per_token_logps") is not None:
-            return output["old_per_token_logps"]
-        if output.get("sampling_per_token_logps") is not None:
-            return output["sampling_per_token_logps"]
-        ids = torch.cat([output["prompt_ids"], output["completion_ids"]], dim=1)
-        att = torch.cat([output["prompt_mask"], output["completion_mask"]], dim=1)
-        with torch.no_grad():
-            logps, _, _ = self._get_per_token_logps_and_entropies(
-                self.model, ids, att, output["completion_ids"].size(1), batch_size=self.args.per_device_train_batch_size
-            )
-        return logps
-
-    def _teacher_prompt_ids(self, row, episode) -> list[int]:
-        """The teacher's prompt: the student's, or the privileged variant built with the dataset (`teacher_prompt`
-        column: same template, privileged block appended), so the completion tokens are identical for both."""
-        if self.arc_config.teacher_privileged == "none":
-            return episode.prompt_ids
-        if "teacher_prompt" not in row:
-            raise KeyError("teacher_privileged is set but the dataset has no 'teacher_prompt' column")
-        from arc_trl.chat_template import prompt_ids
-
-        return prompt_ids(self.processing_class, row["teacher_prompt"], **self.chat_template_kwargs)
-
-    def _submit_teacher_job(self, episodes) -> None:
-        """Start scoring episodes that just finished (a teacher server works while generation goes on)."""
-        with self.step_clock.phase("teacher"):
-            self._submit_teacher_job_now(episodes)
-
-    def _submit_teacher_job_now(self, episodes) -> None:
-        rows = self.rollout.rows
-        prompts_t = [self._teacher_prompt_ids(rows[ep.index], ep) for ep in episodes]
-        sequences = [p + ep.completion_ids for p, ep in zip(prompts_t, episodes)]
-        future = self.teacher.submit(sequences, [len(p) for p in prompts_t])
-        self._teacher_jobs.append(([ep.index for ep in episodes], future))
-
-    def _teacher_scores(self, inputs, episodes) -> list[list[float]]:
-        if not self._teacher_jobs:  # in-process teachers: one batched call after the rollout
-            prompts_t = [self._teacher_prompt_ids(row, ep) for row, ep in zip(inputs, episodes)]
-            sequences = [p + ep.completion_ids for p, ep in zip(prompts_t, episodes)]
-            return self.teacher.score(sequences, [len(p) for p in prompts_t])
-        scores: list[list[float]] = [[] for _ in episodes]
-        for indices, future in self._teacher_jobs:
-            for index, row in zip(indices, future.result()):
-                scores[index] = row
-        self._teacher_jobs = []
-        return scores
-
-    def _apply_teacher(self, mode, inputs, episodes, output) -> None:
-        arc = self.arc_config
-        with self.step_clock.phase("teacher"):  # in-process forwards, or the wait for a teacher server's results
-            scores = self._teacher_scores(inputs, episodes)
-        completion_ids = output["completion_ids"]
-        teacher_logps = torch.full(completion_ids.shape, float("nan"), device=completion_ids.device)
-        for i, row in enumerate(scores):
-            if row:
-                teacher_logps[i, : len(row)] = torch.tensor(row, dtype=torch.float32, device=completion_ids.device)
-        # with device_map="auto" a model's last layer (hence its log-probs) can sit on another GPU than the batch
-        student_logps = self._student_logps(output).detach().to(completion_ids.device)
-        mask = loss_mask(output)
-        clip = arc.teacher_logprob_clip
-        if arc.teacher_loss == "advantage":
-            output["advantages"] = opd_advantages(
-                output["advantages"], teacher_logps, student_logps, mask, arc.adv_tau, arc.teacher_tau, clip
-            )
-        else:  # reverse_kl: TRL's k3 KL term against the teacher (see compute_loss); missing values contribute 0
-            output["advantages"] = arc.adv_tau * output["advantages"]
-            diff, _, _ = teacher_log_ratio(teacher_logps, student_logps, mask, clip)
-            output["ref_per_token_logps"] = student_logps + diff
-        stats = teacher_stats(teacher_logps, student_logps, mask, clip)
+    def _log_teacher_stats(self, mode, stats) -> None:
         values = torch.tensor(
             [stats.teacher_kl, stats.teacher_logp, stats.student_logp, stats.missing_frac, stats.clipped_frac],
-            device=completion_ids.device,
+            device=self.accelerator.device,
         ) * stats.num_tokens
         totals = self.accelerator.gather(torch.cat([values, values.new_tensor([stats.num_tokens])]).unsqueeze(0))
         totals = totals.sum(dim=0)
