@@ -25,12 +25,11 @@ from transformers import TrainerCallback
 from trl import GRPOConfig, GRPOTrainer
 
 from arc_trl.chat_template import end_of_turn_id
-from arc_trl.collapse.signals import episode_repetition
 from arc_trl.config import ArcConfig
 from arc_trl.rollout.arc_rollout import ArcRollout, RolloutSettings
+from arc_trl.trainer.batch_metrics import StepTokens, episode_metrics, sampling_mismatch_metrics, teacher_metrics
 from arc_trl.trainer.gpu_memory import memory_metrics, memory_readings, memory_sampler
-from arc_trl.trainer.loss_mask import EmptyLossMaskError, check_loss_mask, loss_mask, mask_truncated_episodes
-from arc_trl.trainer.sampling_mismatch import importance_sampling_hits, mismatch_counts
+from arc_trl.trainer.loss_mask import EmptyLossMaskError, check_loss_mask, mask_truncated_episodes
 from arc_trl.trainer.step_timing import (
     StepClock,
     TimedPool,
@@ -40,6 +39,7 @@ from arc_trl.trainer.step_timing import (
     timed_method,
 )
 from arc_trl.trainer.teacher_term import TeacherTerm, build_teacher
+from arc_trl.trl_internals import log_metrics, overwrite_last_metric
 
 __all__ = ["ArcGRPOTrainer", "EmptyLossMaskError"]
 
@@ -82,7 +82,7 @@ class ArcGRPOTrainer(GRPOTrainer):
                 args.reward_weights = weights
         self.sandbox_pool = sandbox_pool or SandboxPool(num_workers=arc.sandbox_workers, config=arc.sandbox_config())
         self.step_clock = StepClock()
-        self._step_tokens = {"generated": 0.0, "trained": 0.0, "no_grad": 0.0}
+        self._step_tokens = StepTokens()
         self.rollout = ArcRollout(
             TimedPool(self.sandbox_pool, self.step_clock),
             RolloutSettings(
@@ -145,17 +145,22 @@ class ArcGRPOTrainer(GRPOTrainer):
         episodes = self.rollout.last_episodes
         if self.mask_truncated_completions:
             mask_truncated_episodes(output, episodes, self.accelerator)
-        self._log_episode_metrics(mode, episodes, output)
-        self._log_sampling_mismatch(mode, output)
+        metrics = episode_metrics(self.accelerator, episodes)
+        log_metrics(self, mode, metrics)
+        if metrics:  # TRL's clipped_ratio (last token not EOS) misses budget endings
+            overwrite_last_metric(self, mode, "completions/clipped_ratio", metrics["episode/truncated_rate"])
+        if self.use_vllm and self.vllm_importance_sampling_correction:
+            log_metrics(self, mode, sampling_mismatch_metrics(
+                self.accelerator, output, self.vllm_importance_sampling_mode,
+                self.vllm_importance_sampling_clip_min, self.vllm_importance_sampling_clip_max,
+            ))
         if mode == "train" and self.step_clock.is_open:
-            batch_tokens = float(output["prompt_mask"].sum() + output["completion_mask"].sum())
-            no_grad_forwards = int(output.get("old_per_token_logps") is not None) + int(self.beta != 0.0)
-            self._step_tokens["generated"] += float(sum(ep.num_model_tokens for ep in episodes))
-            self._step_tokens["no_grad"] += no_grad_forwards * batch_tokens
+            self._step_tokens.add_batch(output, episodes, self.beta)
         if self.arc_config.check_loss_mask:
             check_loss_mask(output, episodes)
         if self.teacher is not None:
-            self._log_teacher_stats(mode, self.teacher_term.apply(inputs, episodes, output))
+            stats = self.teacher_term.apply(inputs, episodes, output)
+            log_metrics(self, mode, teacher_metrics(self.accelerator, stats))
         if self.arc_config.dump_rollouts and mode == "train":
             self._dump_rollouts(episodes, output)
         return output
@@ -165,14 +170,13 @@ class ArcGRPOTrainer(GRPOTrainer):
         mode = "train" if self.model.training else "eval"
         weights = self.reward_weights.to(rewards_per_func.device).unsqueeze(0)
         rewards = (rewards_per_func * weights).nansum(dim=1)
-        self._metrics[mode]["reward_min"].append(rewards.min().item())
-        self._metrics[mode]["reward_max"].append(rewards.max().item())
+        log_metrics(self, mode, {"reward_min": rewards.min().item(), "reward_max": rewards.max().item()})
         self._last_rewards = rewards
         return rewards_per_func
 
     def compute_loss(self, model, inputs, return_outputs=False, num_items_in_batch=None):
         if self.model.training and self.step_clock.is_open:  # the tokens this forward + backward attends to
-            self._step_tokens["trained"] += float(inputs["prompt_mask"].sum() + inputs["completion_mask"].sum())
+            self._step_tokens.add_trained(inputs)
         if not self._teacher_kl_coef:
             return super().compute_loss(model, inputs, return_outputs, num_items_in_batch)
         saved_beta, self.beta = self.beta, self._teacher_kl_coef
@@ -182,45 +186,9 @@ class ArcGRPOTrainer(GRPOTrainer):
             self.beta = saved_beta
 
     # ------------------------------------------------------------------------------------------------ helpers
-    def _log_teacher_stats(self, mode, stats) -> None:
-        values = torch.tensor(
-            [stats.teacher_kl, stats.teacher_logp, stats.student_logp, stats.missing_frac, stats.clipped_frac],
-            device=self.accelerator.device,
-        ) * stats.num_tokens
-        totals = self.accelerator.gather(torch.cat([values, values.new_tensor([stats.num_tokens])]).unsqueeze(0))
-        totals = totals.sum(dim=0)
-        n = totals[-1].clamp(min=1.0)
-        for key, value in zip(("teacher_kl", "teacher_logp", "student_logp", "teacher_missing_frac",
-                               "teacher_clipped_frac"), (totals[:-1] / n).tolist()):
-            self._metrics[mode][key].append(value)
-
-    def _log_sampling_mismatch(self, mode, output) -> None:
-        """Share of model tokens / episodes that TRL's vLLM importance-sampling correction masks or clips."""
-        if not (self.use_vllm and self.vllm_importance_sampling_correction):
-            return
-        trainer_logps, sampler_logps = output.get("old_per_token_logps"), output.get("sampling_per_token_logps")
-        if trainer_logps is None or sampler_logps is None:
-            return
-        model_mask = loss_mask(output)
-        masked, clipped = importance_sampling_hits(
-            trainer_logps, sampler_logps, model_mask, self.vllm_importance_sampling_mode,
-            self.vllm_importance_sampling_clip_min, self.vllm_importance_sampling_clip_max,
-        )
-        c = mismatch_counts(masked, clipped, model_mask)
-        local = torch.tensor(
-            [c.model_tokens, c.masked_tokens, c.clipped_tokens, c.episodes, c.masked_episodes, c.clipped_episodes],
-            dtype=torch.float64, device=self.accelerator.device,
-        )
-        t = self.accelerator.gather(local.unsqueeze(0)).sum(dim=0).tolist()
-        metrics = self._metrics[mode]
-        metrics["sampling/masked_frac"].append(t[1] / t[0] if t[0] else 0.0)
-        metrics["sampling/clipped_frac"].append(t[2] / t[0] if t[0] else 0.0)
-        metrics["sampling/masked_episode_frac"].append(t[4] / t[3] if t[3] else 0.0)
-        metrics["sampling/clipped_episode_frac"].append(t[5] / t[3] if t[3] else 0.0)
-
     # ------------------------------------------------------------------------------------------------ step budget
     def _begin_step_budget(self) -> None:
-        self._step_tokens = dict.fromkeys(self._step_tokens, 0.0)
+        self._step_tokens = StepTokens()
         if self._memory_peak is not None:
             self._memory_peak.reset()
         self.step_clock.begin()
@@ -229,64 +197,15 @@ class ArcGRPOTrainer(GRPOTrainer):
         times = self.step_clock.end()
         if not times:
             return
-        local = torch.tensor([self._step_tokens[k] for k in ("generated", "trained", "no_grad")],
-                             dtype=torch.float64, device=self.accelerator.device)
-        generated, trained, no_grad = self.accelerator.gather(local.unsqueeze(0)).sum(dim=0).tolist()
-        metrics = step_metrics(times, generated, trained, no_grad, self._num_params, self._peak_flops_total)
+        tokens = self._step_tokens.summed(self.accelerator)
+        metrics = step_metrics(times, tokens["generated"], tokens["trained"], tokens["no_grad"], self._num_params,
+                               self._peak_flops_total)
         readings = memory_readings(self.accelerator.device, self._memory_peak)
         if readings:  # the largest process's figures
             local = torch.tensor([readings], dtype=torch.float64, device=self.accelerator.device)
             peaks = self.accelerator.gather(local)
             metrics.update(memory_metrics(peaks.max(dim=0).values.tolist()))
-        for key, value in metrics.items():
-            self._metrics["train"][key].append(value)
-
-    def _log_episode_metrics(self, mode, episodes, output) -> None:
-        if not episodes:
-            return
-        device = self.accelerator.device
-        n = len(episodes)
-        runs = sum(ep.outcome.num_code_runs for ep in episodes)
-        model_tokens = sum(ep.num_model_tokens for ep in episodes)
-        all_tokens = sum(len(ep.completion_ids) for ep in episodes)
-        repetition = [episode_repetition(ep) for ep in episodes]  # collapse signals, model tokens only
-        local = torch.tensor(
-            [
-                n,
-                sum(ep.outcome.num_turns for ep in episodes),
-                sum(ep.outcome.submitted for ep in episodes),
-                sum(ep.truncated for ep in episodes),  # cut turns and budget endings
-                sum(ep.outcome.code_found for ep in episodes),
-                runs,
-                sum(ep.outcome.num_errors for ep in episodes),
-                sum(ep.outcome.num_timeouts for ep in episodes),
-                all_tokens - model_tokens,
-                all_tokens,
-                sum(r.tokens for r in repetition),
-                sum(r.repeated for r in repetition),
-                sum(r.longest_run for r in repetition),
-                sum(ep.outcome.code_parsed for ep in episodes),
-                sum(_valid_prediction(ep.outcome) for ep in episodes),
-            ],
-            dtype=torch.float64,
-            device=device,
-        )
-        t = self.accelerator.gather(local.unsqueeze(0)).sum(dim=0).tolist()
-        metrics = self._metrics[mode]
-        metrics["episode/turns"].append(t[1] / t[0])
-        metrics["episode/submit_rate"].append(t[2] / t[0])
-        metrics["episode/truncated_rate"].append(t[3] / t[0])
-        if metrics.get("completions/clipped_ratio"):  # TRL's value (last token not EOS) misses budget endings
-            metrics["completions/clipped_ratio"][-1] = t[3] / t[0]
-        metrics["episode/code_found_rate"].append(t[4] / t[0])
-        metrics["sandbox/error_rate"].append(t[6] / t[5] if t[5] else 0.0)
-        metrics["sandbox/timeout_rate"].append(t[7] / t[5] if t[5] else 0.0)
-        metrics["episode/env_token_frac"].append(t[8] / t[9] if t[9] else 0.0)
-        metrics["episode/model_tokens"].append(t[10] / t[0])
-        metrics["episode/repeat_frac"].append(t[11] / t[10] if t[10] else 0.0)
-        metrics["episode/repeat_run"].append(t[12] / t[0])
-        metrics["episode/code_parsed_rate"].append(t[13] / t[0])
-        metrics["episode/valid_prediction_rate"].append(t[14] / t[0])
+        log_metrics(self, "train", metrics)
 
     def _save_checkpoint(self, model, trial) -> None:
         """TRL/transformers' checkpoint save, with the rotation (`save_total_limit`) sparing the checkpoints that a
@@ -340,12 +259,6 @@ class ArcGRPOTrainer(GRPOTrainer):
         self.sandbox_pool.close()
         if self._memory_peak is not None:
             self._memory_peak.stop()
-
-
-def _valid_prediction(outcome) -> bool:
-    """A grid for every test input (the seeds' "valid outputs")."""
-    predictions = outcome.test_predictions
-    return bool(predictions) and all(p is not None for p in predictions)
 
 
 class StepBudgetCallback(TrainerCallback):
