@@ -20,24 +20,14 @@ from __future__ import annotations
 import json
 import os
 
-import torch
-from transformers import TrainerCallback
 from trl import GRPOConfig, GRPOTrainer
 
 from arc_trl.chat_template import end_of_turn_id
 from arc_trl.config import ArcConfig
 from arc_trl.rollout.arc_rollout import ArcRollout, RolloutSettings
-from arc_trl.trainer.batch_metrics import StepTokens, episode_metrics, sampling_mismatch_metrics, teacher_metrics
-from arc_trl.trainer.gpu_memory import memory_metrics, memory_readings, memory_sampler
+from arc_trl.trainer.batch_metrics import episode_metrics, sampling_mismatch_metrics, teacher_metrics
 from arc_trl.trainer.loss_mask import EmptyLossMaskError, check_loss_mask, mask_truncated_episodes
-from arc_trl.trainer.step_timing import (
-    StepClock,
-    TimedPool,
-    count_model_params,
-    peak_flops_per_device,
-    step_metrics,
-    timed_method,
-)
+from arc_trl.trainer.step_timing import StepBudget, StepBudgetCallback, StepClock, TimedPool, timed_method
 from arc_trl.trainer.teacher_term import TeacherTerm, build_teacher
 from arc_trl.trl_internals import log_metrics, overwrite_last_metric
 
@@ -82,7 +72,6 @@ class ArcGRPOTrainer(GRPOTrainer):
                 args.reward_weights = weights
         self.sandbox_pool = sandbox_pool or SandboxPool(num_workers=arc.sandbox_workers, config=arc.sandbox_config())
         self.step_clock = StepClock()
-        self._step_tokens = StepTokens()
         self.rollout = ArcRollout(
             TimedPool(self.sandbox_pool, self.step_clock),
             RolloutSettings(
@@ -120,11 +109,8 @@ class ArcGRPOTrainer(GRPOTrainer):
             self.rollout.on_finished = self.teacher_term.submit_finished  # score finished episodes during generation
         if self.use_vllm:  # TRL calls it from _generate, _generate_single_turn and VLLMGeneration.generate (sleep mode)
             timed_method(self.vllm_generation, "sync_weights", self.step_clock, "weight_sync")
-        self._num_params = count_model_params(self.model)
-        peak = peak_flops_per_device(arc.peak_tflops, self.accelerator.device)
-        self._peak_flops_total = None if peak is None else peak * self.accelerator.num_processes
-        self._memory_peak = memory_sampler(self.accelerator.device)  # None on CPU
-        self.add_callback(StepBudgetCallback(self))
+        self.step_budget = StepBudget(self.step_clock, self.model, self.accelerator, arc.peak_tflops)
+        self.add_callback(StepBudgetCallback(self.step_budget, lambda metrics: log_metrics(self, "train", metrics)))
 
     # ------------------------------------------------------------------------------------------------ TRL hooks
     def _generate(self, prompts):
@@ -155,7 +141,7 @@ class ArcGRPOTrainer(GRPOTrainer):
                 self.vllm_importance_sampling_clip_min, self.vllm_importance_sampling_clip_max,
             ))
         if mode == "train" and self.step_clock.is_open:
-            self._step_tokens.add_batch(output, episodes, self.beta)
+            self.step_budget.tokens.add_batch(output, episodes, self.beta)
         if self.arc_config.check_loss_mask:
             check_loss_mask(output, episodes)
         if self.teacher is not None:
@@ -176,7 +162,7 @@ class ArcGRPOTrainer(GRPOTrainer):
 
     def compute_loss(self, model, inputs, return_outputs=False, num_items_in_batch=None):
         if self.model.training and self.step_clock.is_open:  # the tokens this forward + backward attends to
-            self._step_tokens.add_trained(inputs)
+            self.step_budget.tokens.add_trained(inputs)
         if not self._teacher_kl_coef:
             return super().compute_loss(model, inputs, return_outputs, num_items_in_batch)
         saved_beta, self.beta = self.beta, self._teacher_kl_coef
@@ -186,27 +172,6 @@ class ArcGRPOTrainer(GRPOTrainer):
             self.beta = saved_beta
 
     # ------------------------------------------------------------------------------------------------ helpers
-    # ------------------------------------------------------------------------------------------------ step budget
-    def _begin_step_budget(self) -> None:
-        self._step_tokens = StepTokens()
-        if self._memory_peak is not None:
-            self._memory_peak.reset()
-        self.step_clock.begin()
-
-    def _end_step_budget(self) -> None:
-        times = self.step_clock.end()
-        if not times:
-            return
-        tokens = self._step_tokens.summed(self.accelerator)
-        metrics = step_metrics(times, tokens["generated"], tokens["trained"], tokens["no_grad"], self._num_params,
-                               self._peak_flops_total)
-        readings = memory_readings(self.accelerator.device, self._memory_peak)
-        if readings:  # the largest process's figures
-            local = torch.tensor([readings], dtype=torch.float64, device=self.accelerator.device)
-            peaks = self.accelerator.gather(local)
-            metrics.update(memory_metrics(peaks.max(dim=0).values.tolist()))
-        log_metrics(self, "train", metrics)
-
     def _save_checkpoint(self, model, trial) -> None:
         """TRL/transformers' checkpoint save, with the rotation (`save_total_limit`) sparing the checkpoints that a
         callback's `protected_checkpoints()` names (the collapse guard's last ok checkpoint)."""
@@ -257,29 +222,4 @@ class ArcGRPOTrainer(GRPOTrainer):
     def close(self) -> None:
         """Stop the sandbox processes (also done at interpreter exit) and the GPU memory sampler."""
         self.sandbox_pool.close()
-        if self._memory_peak is not None:
-            self._memory_peak.stop()
-
-
-class StepBudgetCallback(TrainerCallback):
-    """Opens and closes the trainer's `StepClock` around each optimizer step and charges the optimizer step itself
-    (Trainer's `on_pre_optimizer_step` .. `on_optimizer_step`) to `train`."""
-
-    def __init__(self, trainer: ArcGRPOTrainer) -> None:
-        self.trainer = trainer
-        self._optimizer_phase = None
-
-    def on_step_begin(self, args, state, control, **kwargs):
-        self.trainer._begin_step_budget()
-
-    def on_pre_optimizer_step(self, args, state, control, **kwargs):
-        self._optimizer_phase = self.trainer.step_clock.phase("train")
-        self._optimizer_phase.__enter__()
-
-    def on_optimizer_step(self, args, state, control, **kwargs):
-        if self._optimizer_phase is not None:
-            self._optimizer_phase.__exit__(None, None, None)
-            self._optimizer_phase = None
-
-    def on_step_end(self, args, state, control, **kwargs):
-        self.trainer._end_step_budget()
+        self.step_budget.close()
