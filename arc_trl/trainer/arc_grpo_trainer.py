@@ -17,9 +17,6 @@ Everything else (sampling, weight sync, clipping, logging, checkpointing) is TRL
 
 from __future__ import annotations
 
-import json
-import os
-
 from trl import GRPOConfig, GRPOTrainer
 
 from arc_trl.chat_template import end_of_turn_id
@@ -27,6 +24,7 @@ from arc_trl.config import ArcConfig
 from arc_trl.rollout.arc_rollout import ArcRollout, RolloutSettings
 from arc_trl.trainer.batch_metrics import episode_metrics, sampling_mismatch_metrics, teacher_metrics
 from arc_trl.trainer.loss_mask import EmptyLossMaskError, check_loss_mask, mask_truncated_episodes
+from arc_trl.trainer.rollout_dump import dump_rollouts
 from arc_trl.trainer.step_timing import StepBudget, StepBudgetCallback, StepClock, TimedPool, timed_method
 from arc_trl.trainer.teacher_term import TeacherTerm, build_teacher
 from arc_trl.trl_internals import log_metrics, overwrite_last_metric
@@ -83,6 +81,7 @@ class ArcGRPOTrainer(GRPOTrainer):
             ),
         )
         self._teacher_kl_coef = 0.0
+        self._last_rewards = None  # the weighted rewards of the last batch (for the rollout dump)
         super().__init__(
             model=model,
             reward_funcs=reward_funcs,
@@ -147,8 +146,9 @@ class ArcGRPOTrainer(GRPOTrainer):
         if self.teacher is not None:
             stats = self.teacher_term.apply(inputs, episodes, output)
             log_metrics(self, mode, teacher_metrics(self.accelerator, stats))
-        if self.arc_config.dump_rollouts and mode == "train":
-            self._dump_rollouts(episodes, output)
+        if self.arc_config.dump_rollouts and mode == "train" and self.accelerator.is_main_process:
+            dump_rollouts(self.args.output_dir, self.state.global_step, episodes, self._last_rewards,
+                          output["advantages"], self.processing_class.decode, self.arc_config.dump_rollouts)
         return output
 
     def _calculate_rewards(self, inputs, prompts, completions, completion_ids_list):
@@ -190,34 +190,6 @@ class ArcGRPOTrainer(GRPOTrainer):
 
             keep = protected | ({self.state.best_model_checkpoint} if self.state.best_model_checkpoint else set())
             rotate_keeping(self._get_output_dir(trial=trial), limit, keep)
-
-    def _dump_rollouts(self, episodes, output) -> None:
-        """Write the first `dump_rollouts` episodes of this generation batch (tokens, masks, rewards) to JSONL."""
-        if not self.accelerator.is_main_process:
-            return
-        folder = os.path.join(self.args.output_dir, "rollouts")
-        os.makedirs(folder, exist_ok=True)
-        path = os.path.join(folder, f"step_{self.state.global_step:06d}.jsonl")
-        rewards = getattr(self, "_last_rewards", None)
-        advantages = output["advantages"]
-        with open(path, "a") as f:
-            for i, ep in enumerate(episodes[: self.arc_config.dump_rollouts]):
-                adv = advantages[i]
-                record = {
-                    "task_id": ep.task.id,
-                    "finish_reason": ep.finish_reason,
-                    "prompt_ids": ep.prompt_ids,
-                    "completion_ids": ep.completion_ids,
-                    "env_mask": ep.env_mask,
-                    "sampler_logprobs": None if ep.logprobs is None else [
-                        None if lp != lp else lp for lp in ep.logprobs  # NaN (no sampler value) -> null: valid JSON
-                    ],
-                    "reward": None if rewards is None else float(rewards[i]),
-                    "advantage": adv.tolist() if adv.dim() else float(adv),
-                    "outcome": ep.outcome.to_dict(),
-                    "text": self.processing_class.decode(ep.prompt_ids + ep.completion_ids),
-                }
-                f.write(json.dumps(record) + "\n")
 
     def close(self) -> None:
         """Stop the sandbox processes (also done at interpreter exit) and the GPU memory sampler."""
