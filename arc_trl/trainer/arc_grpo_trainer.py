@@ -1,17 +1,13 @@
 """`ArcGRPOTrainer`: TRL's `GRPOTrainer` with the ARC REPL rollout, ARC rewards and an on-policy-distillation term.
 
-It overrides as little as possible:
-- `__init__` wires the pieces (sandbox pool, `ArcRollout` as TRL's `rollout_func`, reward functions, teacher).
-- `_generate_and_score_completions` (TRL's hook between generation and the loss) hands the dataset rows to the
-  rollout, then masks budget-ended episodes like truncated ones, adds the teacher term to the advantages, the
-  loss-mask check, episode metrics and rollout dumps.
-- `_calculate_rewards` adds reward min/max to TRL's reward metrics.
-- `_save_checkpoint` keeps the checkpoints a callback protects (the collapse guard's last ok one) out of the
-  `save_total_limit` rotation.
-- `compute_loss` only toggles TRL's `beta` for the `reverse_kl` teacher loss (TRL's own KL term, teacher in place of
-  the reference model).
-- `_generate` and `training_step` are only timed for the step-time budget (`time/*`, `step_timing.py`), as are the
-  sandbox pool, `vllm_generation.sync_weights` and the optimizer step (through `StepBudgetCallback`).
+A thin subclass: `__init__` wires the pieces and each override is a short hook into a module of its own:
+
+- the rollout: `arc_trl.rollout.ArcRollout`, TRL's `rollout_func` (the batch's dataset rows handed over per batch);
+- the loss mask: `loss_mask.py` (budget-ended episodes masked like truncated ones; the empty-mask check);
+- the teacher term: `teacher_term.py`; the batch metrics: `batch_metrics.py`; the step-time budget:
+  `step_timing.py` (`time/*`: `_generate`, `training_step`, the sandbox pool, `vllm_generation.sync_weights`, the
+  optimizer step); rollout dumps: `rollout_dump.py`;
+- TRL's and vLLM's private members: only through `arc_trl.trl_internals`.
 Everything else (sampling, weight sync, clipping, logging, checkpointing) is TRL's.
 """
 
@@ -21,13 +17,14 @@ from trl import GRPOConfig, GRPOTrainer
 
 from arc_trl.chat_template import end_of_turn_id
 from arc_trl.config import ArcConfig
-from arc_trl.rollout.arc_rollout import ArcRollout, RolloutSettings
+from arc_trl.rollout.arc_rollout import ArcRollout
+from arc_trl.rollout.settings import RolloutSettings
 from arc_trl.trainer.batch_metrics import episode_metrics, sampling_mismatch_metrics, teacher_metrics
 from arc_trl.trainer.loss_mask import EmptyLossMaskError, check_loss_mask, mask_truncated_episodes
 from arc_trl.trainer.rollout_dump import dump_rollouts
 from arc_trl.trainer.step_timing import StepBudget, StepBudgetCallback, StepClock, TimedPool, timed_method
 from arc_trl.trainer.teacher_term import TeacherTerm, build_teacher
-from arc_trl.trl_internals import log_metrics, overwrite_last_metric
+from arc_trl.trl_internals import checkpoint_folder, log_metrics, overwrite_last_metric
 
 __all__ = ["ArcGRPOTrainer", "EmptyLossMaskError"]
 
@@ -113,16 +110,18 @@ class ArcGRPOTrainer(GRPOTrainer):
 
     # ------------------------------------------------------------------------------------------------ TRL hooks
     def _generate(self, prompts):
-        # TRL's hook around weight sync + rollout_func (+ token counting): the `generate` bucket of the step budget
+        # GRPOTrainer._generate (weight sync + rollout_func + token counting), timed: the `generate` bucket
         with self.step_clock.phase("generate"):
             return super()._generate(prompts)
 
     def training_step(self, model, inputs, num_items_in_batch):
-        # TRL's training_step: generation + scoring (once per generation batch) and forward + backward
+        # Trainer.training_step (generation + scoring once per generation batch; forward + backward), timed: `train`
         with self.step_clock.phase("train"):
             return super().training_step(model, inputs, num_items_in_batch)
 
     def _generate_and_score_completions(self, inputs):
+        # GRPOTrainer's hook between generation and the loss: the rollout gets the dataset rows, then the batch gets
+        # the budget-ended episodes masked, the metrics, the loss-mask check, the teacher term and the rollout dump.
         self.teacher_term.start_batch(inputs)
         with self.rollout.rows_for(inputs):
             output = super()._generate_and_score_completions(inputs)
@@ -152,6 +151,7 @@ class ArcGRPOTrainer(GRPOTrainer):
         return output
 
     def _calculate_rewards(self, inputs, prompts, completions, completion_ids_list):
+        # GRPOTrainer._calculate_rewards: also log the weighted reward's min/max, and keep it for the rollout dump
         rewards_per_func = super()._calculate_rewards(inputs, prompts, completions, completion_ids_list)
         mode = "train" if self.model.training else "eval"
         weights = self.reward_weights.to(rewards_per_func.device).unsqueeze(0)
@@ -161,6 +161,8 @@ class ArcGRPOTrainer(GRPOTrainer):
         return rewards_per_func
 
     def compute_loss(self, model, inputs, return_outputs=False, num_items_in_batch=None):
+        # GRPOTrainer.compute_loss: count the step's trained tokens; for teacher_loss reverse_kl, TRL's KL term (beta)
+        # weighs the teacher (the batch's ref_per_token_logps, teacher_term.py) by teacher_tau for this loss only
         if self.model.training and self.step_clock.is_open:  # the tokens this forward + backward attends to
             self.step_budget.tokens.add_trained(inputs)
         if not self._teacher_kl_coef:
@@ -171,10 +173,9 @@ class ArcGRPOTrainer(GRPOTrainer):
         finally:
             self.beta = saved_beta
 
-    # ------------------------------------------------------------------------------------------------ helpers
     def _save_checkpoint(self, model, trial) -> None:
-        """TRL/transformers' checkpoint save, with the rotation (`save_total_limit`) sparing the checkpoints that a
-        callback's `protected_checkpoints()` names (the collapse guard's last ok checkpoint)."""
+        # Trainer._save_checkpoint, with the rotation (`save_total_limit`) sparing the checkpoints that a callback's
+        # `protected_checkpoints()` names (the collapse guard's last ok checkpoint)
         protected = set().union(*(getattr(cb, "protected_checkpoints", lambda: set())()
                                   for cb in self.callback_handler.callbacks))
         limit = self.args.save_total_limit
@@ -189,7 +190,7 @@ class ArcGRPOTrainer(GRPOTrainer):
             from arc_trl.collapse.checkpoints import rotate_keeping
 
             keep = protected | ({self.state.best_model_checkpoint} if self.state.best_model_checkpoint else set())
-            rotate_keeping(self._get_output_dir(trial=trial), limit, keep)
+            rotate_keeping(checkpoint_folder(self, trial), limit, keep)
 
     def close(self) -> None:
         """Stop the sandbox processes (also done at interpreter exit) and the GPU memory sampler."""
