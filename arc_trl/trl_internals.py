@@ -31,7 +31,8 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    import torch
+    from jaxtyping import Float, Int
+    from torch import Tensor
 
 
 # --------------------------------------------------------------------------------------------- GRPOTrainer
@@ -41,8 +42,8 @@ def generate_single_turn(trainer, sequences: list[list[int]]) -> tuple[list, lis
     return trainer._generate_single_turn(sequences, None, {}, num_generations=1)
 
 
-def per_token_logps(trainer, model, input_ids: torch.Tensor, attention_mask: torch.Tensor, logits_to_keep: int,
-                    batch_size: int | None = None) -> torch.Tensor:
+def per_token_logps(trainer, model, input_ids: Int[Tensor, "batch seq"], attention_mask: Int[Tensor, "batch seq"],
+                    logits_to_keep: int, batch_size: int | None = None) -> Float[Tensor, "batch keep"]:
     """Log-probs of the last `logits_to_keep` tokens under `model`, computed as TRL computes the student's
     (`GRPOTrainer._get_per_token_logps_and_entropies`: its temperature and fused LM head)."""
     logps, _, _ = trainer._get_per_token_logps_and_entropies(model, input_ids, attention_mask, logits_to_keep,

@@ -10,13 +10,15 @@ from __future__ import annotations
 from typing import Any
 
 import torch
+from jaxtyping import Shaped
+from torch import Tensor
 
 
 class EmptyLossMaskError(RuntimeError):
     """A generation batch has no trainable token (the seeds' "empty loss mask" failure)."""
 
 
-def loss_mask(output: dict[str, Any]) -> torch.Tensor:
+def loss_mask(output: dict[str, Any]) -> Shaped[Tensor, "batch seq"]:
     """The tokens that enter the loss: `completion_mask`, times `tool_mask` when there is one."""
     mask = output["completion_mask"]
     if "tool_mask" in output:

@@ -12,6 +12,8 @@ from __future__ import annotations
 from typing import Any
 
 import torch
+from jaxtyping import Float
+from torch import Tensor
 
 from arc_trl.opd import TeacherStats, opd_advantages, teacher_log_ratio, teacher_stats
 from arc_trl.trainer.loss_mask import loss_mask
@@ -87,7 +89,7 @@ class TeacherTerm:
         self.jobs = []
         return scores
 
-    def student_logps(self, output) -> torch.Tensor:
+    def student_logps(self, output) -> Float[Tensor, "batch seq"]:
         """Log-probs of the sampled tokens under the policy that generated them (detached)."""
         if output.get("old_per_token_logps") is not None:
             return output["old_per_token_logps"]
