@@ -13,13 +13,19 @@ if TYPE_CHECKING:
     from arc_trl.sandbox.config import SandboxConfig
 
 from arc_trl.config_types import field_type_problems
+from arc_trl.rollout.settings import (
+    AGENT_MODES,
+    DEFAULT_AGENT_MODE,
+    DEFAULT_MAX_TOKENS_PER_TURN,
+    DEFAULT_MAX_TURNS,
+    DEFAULT_SCHEDULING,
+    SCHEDULING as ROLLOUT_SCHEDULING,
+)
 
-AGENT_MODES = ("repl", "program")
 REWARD_MODES = ("binary", "partial", "balanced", "barc")
 TEACHER_BACKENDS = ("none", "local", "base", "server")
 TEACHER_LOSSES = ("advantage", "reverse_kl")
 PRIVILEGED_INFO = ("none", "solutions", "program")
-ROLLOUT_SCHEDULING = ("lockstep", "per_episode")
 COLLAPSE_ACTIONS = ("off", "warn", "stop", "rollback")
 
 
@@ -40,7 +46,8 @@ class ArcConfig:
     augment: bool = field(default=False, metadata={"help": "Apply a random dihedral + colour augmentation per row."})
     augment_copies: int = field(default=1, metadata={"help": "Rows per task when augment is on."})
     agent_mode: str = field(
-        default="repl", metadata={"help": "repl: multi-turn REPL ending with SUBMIT; program: one-turn transform()."}
+        default=DEFAULT_AGENT_MODE,
+        metadata={"help": "repl: multi-turn REPL ending with SUBMIT; program: one-turn transform()."},
     )
     prompt_template: str | None = field(default=None, metadata={"help": "Path to a custom prompt template (YAML)."})
     chat_template: str = field(
@@ -56,13 +63,16 @@ class ArcConfig:
     )
 
     # --- REPL episode ---------------------------------------------------------------------------------------------
-    max_turns: int = field(default=4, metadata={"help": "Assistant turns per episode (program mode: always 1)."})
+    max_turns: int = field(
+        default=DEFAULT_MAX_TURNS, metadata={"help": "Assistant turns per episode (program mode: always 1)."}
+    )
     max_tokens_per_turn: int | None = field(
-        default=None, metadata={"help": "Token cap per assistant turn (default: max_completion_length)."}
+        default=DEFAULT_MAX_TOKENS_PER_TURN,
+        metadata={"help": "Token cap per assistant turn (default: max_completion_length)."},
     )
     # The token budget of a whole episode (model + environment tokens) is GRPOConfig.max_completion_length.
     rollout_scheduling: str = field(
-        default="lockstep",
+        default=DEFAULT_SCHEDULING,
         metadata={"help": "lockstep: each turn, all active episodes generate together, then all run their code; "
                   "per_episode: each episode advances on its own against vLLM's continuous batching (falls back to "
                   "lockstep, with a warning, for transformers generate or colocated tensor parallel > 1). lockstep "
@@ -233,15 +243,13 @@ class ArcConfig:
                 f"teacher_logprob_clip must be > 0 (or null: no clip), got {self.teacher_logprob_clip}: a clip of 0 "
                 "would zero every teacher log-ratio, switching the teacher term off without a word"
             )
+        # (The converse is allowed: a teacher with zero weight is still scored and logged, teacher_kl, for monitoring.)
         if self.teacher_tau > 0 and self.teacher_backend == "none":
             raise ValueError("teacher_tau > 0 needs a teacher: set teacher_backend to local, base or server")
         if self.teacher_backend == "local" and not self.teacher_model:
             raise ValueError("teacher_backend=local needs teacher_model (a path or hub id)")
         if self.teacher_backend == "server" and not self.teacher_server_url:
             raise ValueError("teacher_backend=server needs teacher_server_url (e.g. http://localhost:8001)")
-        if self.teacher_backend != "none" and self.teacher_tau == 0:
-            # A teacher with zero weight is still scored and logged (teacher_kl), which is useful for monitoring.
-            pass
         self._check_collapse_guard()
         if self.adv_tau == 0 and self.teacher_tau == 0:
             raise ValueError("adv_tau and teacher_tau are both 0: the loss would be empty")

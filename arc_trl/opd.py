@@ -15,6 +15,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import torch
+from jaxtyping import Bool, Float, Shaped
+from torch import Tensor
 
 
 @dataclass
@@ -28,8 +30,11 @@ class TeacherStats:
 
 
 def teacher_log_ratio(
-    teacher_logps: torch.Tensor, student_logps: torch.Tensor, mask: torch.Tensor, clip: float | None
-) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    teacher_logps: Float[Tensor, "batch seq"],
+    student_logps: Float[Tensor, "batch seq"],
+    mask: Shaped[Tensor, "batch seq"],  # 1 on model tokens (any dtype)
+    clip: float | None,
+) -> tuple[Float[Tensor, "batch seq"], Bool[Tensor, "batch seq"], Bool[Tensor, "batch seq"]]:
     """(logp_T - logp_S) on model tokens, 0 elsewhere and where the teacher value is missing; plus masks.
 
     Returns (diff, missing, clipped) where `missing`/`clipped` are boolean (B, T) masks restricted to model tokens.
@@ -48,21 +53,24 @@ def teacher_log_ratio(
 
 
 def opd_advantages(
-    advantages: torch.Tensor,
-    teacher_logps: torch.Tensor,
-    student_logps: torch.Tensor,
-    mask: torch.Tensor,
+    advantages: Float[Tensor, " batch"],
+    teacher_logps: Float[Tensor, "batch seq"],
+    student_logps: Float[Tensor, "batch seq"],
+    mask: Shaped[Tensor, "batch seq"],
     adv_tau: float,
     teacher_tau: float,
     clip: float | None = None,
-) -> torch.Tensor:
+) -> Float[Tensor, "batch seq"]:
     """Per-token advantages (B, T) = adv_tau * A (B,) broadcast + teacher_tau * clipped teacher log-ratio."""
     diff, _, _ = teacher_log_ratio(teacher_logps, student_logps, mask, clip)
     return adv_tau * advantages.unsqueeze(1) + teacher_tau * diff
 
 
 def teacher_stats(
-    teacher_logps: torch.Tensor, student_logps: torch.Tensor, mask: torch.Tensor, clip: float | None
+    teacher_logps: Float[Tensor, "batch seq"],
+    student_logps: Float[Tensor, "batch seq"],
+    mask: Shaped[Tensor, "batch seq"],
+    clip: float | None,
 ) -> TeacherStats:
     """Local (this process) statistics of the teacher term over model tokens."""
     diff, missing, clipped = teacher_log_ratio(teacher_logps, student_logps, mask, None)

@@ -3,8 +3,9 @@ update, on synthetic token data shaped like a real GRPO step (no model needed).
 
     python benchmarks/collapse_guard_bench.py [--episodes 256 --model-tokens 2000 --turns 4 --repeats 5]
 
-Prints milliseconds per step for `episode_repetition` over every episode (what `ArcGRPOTrainer._log_episode_metrics`
-adds) and for `CollapseDetector.update` (what the callback adds), for natural-looking and fully looping text.
+Prints milliseconds per step for `episode_repetition` over every episode (what `episode_metrics` in
+arc_trl/trainer/batch_metrics.py adds) and for `CollapseDetector.update` (what the callback adds), for
+natural-looking and fully looping text.
 """
 
 from __future__ import annotations

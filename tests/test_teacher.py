@@ -86,6 +86,8 @@ def _lora_trainer(model_dir, out, temperature: float = 1.0, **arc_overrides):
 def test_vllm_teacher_server_logprobs_equal_a_transformers_forward(memorized_model_dir, memorized_task, tmp_path):
     """A real vLLM OpenAI server (CPU) started here scores sequences like a transformers forward of the same model;
     then, once it is gone, scoring fails after bounded retries with a resumable message."""
+    from arc_trl.trainer.teacher_term import build_teacher
+
     port = _free_port()
     env = {**os.environ, "VLLM_CPU_KVCACHE_SPACE": "1"}
     log = open(tmp_path / "server.log", "w")
@@ -127,7 +129,7 @@ def test_vllm_teacher_server_logprobs_equal_a_transformers_forward(memorized_mod
             assert max(abs(a - b) for a, b in zip(student, served[0])) > 0.1
             for backend in ("base", "local", "server"):
                 trainer.arc_config.teacher_backend = backend
-                scored = trainer._build_teacher().score(sequences, prompt_lengths)
+                scored = build_teacher(trainer).score(sequences, prompt_lengths)
                 for got, want in zip(scored, served):
                     assert max(abs(a - b) for a, b in zip(got, want)) < 2e-3, backend
         finally:
@@ -225,11 +227,11 @@ def test_overlapping_teacher_is_called_while_the_rollout_runs(tiny_model_dir, me
             return local.score(sequences, prompt_lengths)
 
         def submit(self, sequences, prompt_lengths):
-            during_rollout.append(trainer._rollout_inputs is not None)
+            during_rollout.append(trainer.rollout.rows is not None)
             return pool.submit(local.score, sequences, prompt_lengths)
 
     trainer.teacher = Overlapping()
-    trainer.rollout.on_finished = trainer._submit_teacher_job
+    trainer.rollout.on_finished = trainer.teacher_term.submit_finished
     try:
         trainer.model.train()
         batch = trainer._generate_and_score_completions([trainer.train_dataset[i] for i in (0, 0, 1, 1)])
@@ -237,7 +239,7 @@ def test_overlapping_teacher_is_called_while_the_rollout_runs(tiny_model_dir, me
         episodes = trainer.rollout.last_episodes
         expected = local.score([ep.prompt_ids + ep.completion_ids for ep in episodes],
                                [len(ep.prompt_ids) for ep in episodes])
-        student = trainer._student_logps(batch)
+        student = trainer.teacher_term.student_logps(batch)
         for i, (ep, row) in enumerate(zip(episodes, expected)):
             n = len(ep.completion_ids)
             want = (torch.tensor(row) - student[i, :n]).clamp(-20, 20)  # teacher_logprob_clip default
@@ -278,6 +280,7 @@ def test_reverse_kl_gradient_equals_the_advantage_formulation_on_policy_only(tin
     gradient tau * r * (log pi - T), so on-policy (r = 1) it equals the advantage formulation's -tau * (T - s); with
     r != 1 (a stale sampling policy) the two differ."""
     from arc_trl.opd import opd_advantages
+    from arc_trl.trainer.loss_mask import loss_mask
     from test_trainer import _trainer
 
     tau = 0.5
@@ -288,8 +291,8 @@ def test_reverse_kl_gradient_equals_the_advantage_formulation_on_policy_only(tin
         trainer.model.train()
         trainer.current_gradient_accumulation_steps = 1
         kl_batch = trainer._generate_and_score_completions([trainer.train_dataset[i] for i in (0, 0, 1, 1)])
-        student = trainer._student_logps(kl_batch)
-        mask = trainer._loss_mask(kl_batch)
+        student = trainer.teacher_term.student_logps(kl_batch)
+        mask = loss_mask(kl_batch)
         advantages = opd_advantages(kl_batch["advantages"], kl_batch["ref_per_token_logps"], student, mask, 1.0, tau)
         adv_batch = {k: v for k, v in kl_batch.items() if k != "ref_per_token_logps"} | {"advantages": advantages}
 

@@ -16,8 +16,16 @@ import os
 from pathlib import Path
 from typing import Any
 
+from arc_trl.rollout.settings import (
+    AGENT_MODES,
+    DEFAULT_AGENT_MODE,
+    DEFAULT_MAX_COMPLETION_LENGTH,
+    DEFAULT_MAX_TOKENS_PER_TURN,
+    DEFAULT_MAX_TURNS,
+    DEFAULT_SCHEDULING,
+)
+
 SAMPLING_FILE = "sampling.json"
-AGENT_MODES = ("repl", "program")
 # What defines an attempt. Attempts made with different values never share a folder.
 MATCHED_SETTINGS = (
     "model", "adapter", "dataset", "agent_mode", "max_turns", "max_tokens_per_turn", "max_completion_length",
@@ -29,12 +37,12 @@ MATCHED_SETTINGS = (
 CONFIGURABLE: dict[str, tuple[str, Any]] = {
     "model": ("model_name_or_path", None),
     "dtype": ("dtype", "auto"),
-    "agent_mode": ("agent_mode", "repl"),
-    "max_turns": ("max_turns", 4),
-    "max_tokens_per_turn": ("max_tokens_per_turn", None),
-    "max_completion_length": ("max_completion_length", 1024),
+    "agent_mode": ("agent_mode", DEFAULT_AGENT_MODE),
+    "max_turns": ("max_turns", DEFAULT_MAX_TURNS),
+    "max_tokens_per_turn": ("max_tokens_per_turn", DEFAULT_MAX_TOKENS_PER_TURN),
+    "max_completion_length": ("max_completion_length", DEFAULT_MAX_COMPLETION_LENGTH),
     "max_prompt_tokens": ("max_prompt_tokens", None),
-    "rollout_scheduling": ("rollout_scheduling", "lockstep"),
+    "rollout_scheduling": ("rollout_scheduling", DEFAULT_SCHEDULING),
     "temperature": ("temperature", 1.0),
     "top_p": ("top_p", 1.0),
     "top_k": ("top_k", 0),

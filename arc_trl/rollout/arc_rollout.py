@@ -20,12 +20,11 @@ end-of-turn token gets that token instead (`Episode.end_turn_with`), so the toke
 
 from __future__ import annotations
 
-from collections.abc import Callable
-from dataclasses import dataclass
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from typing import Any
 
 from arc_trl.chat_template import end_of_turn_id
-from arc_trl.config import ROLLOUT_SCHEDULING as SCHEDULING
 from arc_trl.data.dataset import task_from_json_string
 from arc_trl.data.task import ArcTask
 from arc_trl.rollout.episode import Episode
@@ -39,19 +38,7 @@ from arc_trl.rollout.turns import (
     close_sessions,
     open_episodes,
 )
-
-
-@dataclass
-class RolloutSettings:
-    agent_mode: str = "repl"  # repl | program
-    max_turns: int = 4
-    max_tokens_per_turn: int | None = None
-    max_completion_length: int = 1024  # episode budget: model + environment tokens
-    scheduling: str = "lockstep"  # lockstep | per_episode (see run_episodes)
-
-    def __post_init__(self) -> None:
-        if self.scheduling not in SCHEDULING:
-            raise ValueError(f"rollout scheduling {self.scheduling!r} is not one of {', '.join(SCHEDULING)}")
+from arc_trl.rollout.settings import RolloutSettings
 
 
 def task_from_row(row: dict[str, Any]) -> ArcTask:
@@ -127,18 +114,28 @@ def run_episodes(
 class ArcRollout:
     """TRL `rollout_func(prompts, trainer)` playing ARC REPL (or program-mode) episodes.
 
-    The dataset rows behind `prompts` are read from `trainer._rollout_inputs` (set by `ArcGRPOTrainer` just before
-    generation), because TRL passes only the prompts; their `task_json` column gives the task the sandbox loads.
+    TRL passes only the prompts; the dataset rows behind them (their `task_json` column gives the task the sandbox
+    loads) are handed over by `ArcGRPOTrainer` for the batch's generation, `with rollout.rows_for(inputs):`.
     """
 
     def __init__(self, pool, settings: RolloutSettings) -> None:
         self.pool = pool
         self.settings = settings
+        self.rows: list[dict[str, Any]] | None = None  # the current batch's dataset rows (rows_for)
         self.last_episodes: list[Episode] = []
         self.on_finished: Callable[[list[Episode]], None] | None = None  # set by the trainer (teacher overlap)
 
+    @contextmanager
+    def rows_for(self, rows: list[dict[str, Any]]) -> Iterator[None]:
+        """The dataset rows behind the prompts TRL passes while this block runs."""
+        self.rows = rows
+        try:
+            yield
+        finally:
+            self.rows = None
+
     def __call__(self, prompts: list, trainer) -> dict[str, Any]:
-        rows = trainer._rollout_inputs
+        rows = self.rows
         if rows is None or len(rows) != len(prompts):
             raise RuntimeError("ArcRollout must be used through ArcGRPOTrainer (it needs the dataset rows)")
         tasks = [task_from_row(row) for row in rows]

@@ -15,6 +15,8 @@ from typing import Protocol
 
 import torch
 
+from arc_trl.trl_internals import generate_single_turn
+
 
 class Generator(Protocol):
     eos_token_ids: list[int]
@@ -99,7 +101,7 @@ class TrainerGenerator:
 
     def _generate(self, sequences, max_tokens):
         with generation_overrides(self.trainer, max_tokens=max_tokens, full_turn_end=self.full_turn_end):
-            completion_ids, logprobs = self.trainer._generate_single_turn(sequences, None, {}, num_generations=1)
+            completion_ids, logprobs = generate_single_turn(self.trainer, sequences)
         completion_ids = [list(ids) for ids in completion_ids]
         if logprobs is not None:
             logprobs = [[math.nan if lp is None else float(lp) for lp in seq] for seq in logprobs]

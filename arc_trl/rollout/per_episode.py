@@ -19,11 +19,11 @@ import logging
 import queue
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
-from typing import TYPE_CHECKING
 
 from arc_trl.chat_template import end_of_turn_id
 from arc_trl.data.task import ArcTask
 from arc_trl.rollout.episode import Episode
+from arc_trl.rollout.settings import RolloutSettings
 from arc_trl.rollout.streams import open_stream, stream_unsupported
 from arc_trl.rollout.turns import (
     FinishedReporter,
@@ -34,9 +34,6 @@ from arc_trl.rollout.turns import (
     open_episodes,
     turn_token_cap,
 )
-
-if TYPE_CHECKING:
-    from arc_trl.rollout.arc_rollout import RolloutSettings
 
 logger = logging.getLogger(__name__)
 _warned: set[str] = set()

@@ -22,6 +22,7 @@ from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
 from typing import Any, Protocol
 
 from arc_trl.rollout.generators import sampled_logprobs
+from arc_trl.trl_internals import engine_prompt, stream_client, sync_weights_once_per_step, wake_for_stream
 
 Finished = tuple[int, list[int], list[float] | None]  # (key, new token ids, sampler logprobs or None)
 
@@ -61,15 +62,8 @@ class EngineStream:
         params = SamplingParams(max_tokens=max_tokens, **self.sampling, **seed)
         params.output_kind = RequestOutputKind.FINAL_ONLY  # as LLM.generate: only the finished output comes back
         request_id = next(self._ids)
-        self.engine.add_request(request_id, self._engine_input(list(token_ids)), params)
+        self.engine.add_request(request_id, engine_prompt(self.llm, list(token_ids)), params)  # as LLM.generate
         self.running[request_id] = key
-
-    def _engine_input(self, token_ids: list[int]):
-        # LLM.generate renders each prompt with `_preprocess_cmpl_one` before `add_request`; older/newer vLLMs
-        # without it take the raw token prompt.
-        prompt = {"prompt_token_ids": token_ids}
-        render = getattr(self.llm, "_preprocess_cmpl_one", None)
-        return render(prompt) if render is not None else prompt
 
     def pending(self) -> int:
         return len(self.running)
@@ -199,40 +193,11 @@ def _trainer_stream(trainer) -> RequestStream:
     vg = trainer.vllm_generation
     # The weight sync of GRPOTrainer._generate_single_turn (TRL's rollout_func path already did it this step; the
     # evaluation callback's path relies on this one). Collective, like the rollout: every process gets here.
-    if getattr(trainer, "_last_loaded_step", None) != trainer.state.global_step:
-        vg.sync_weights()
-        trainer._last_loaded_step = trainer.state.global_step
+    sync_weights_once_per_step(trainer)
     sampling = trainer_sampling(vg)
     if vg.mode == "server":
-        return ServerStream(_server_client(trainer), {**sampling, "generation_kwargs": vg.generation_kwargs})
+        return ServerStream(stream_client(trainer), {**sampling, "generation_kwargs": vg.generation_kwargs})
     # Colocated: the sleep-mode handling of VLLMGeneration.generate: re-push discarded weights, wake the KV cache,
     # and sleep again when the stream closes.
-    on_close = None
-    if vg.enable_sleep_mode:
-        if vg._llm_weights_sleeping:
-            vg.sync_weights()
-        vg.llm.wake_up(tags=["kv_cache"])
-
-        def on_close() -> None:
-            vg.llm.sleep(level=2)
-            vg._llm_weights_sleeping = True
-
-    return EngineStream(vg.llm, {**sampling, **vg.generation_kwargs}, on_close=on_close)
-
-
-def _server_client(trainer):
-    """This process's own `VLLMClient` (TRL makes one on the main process only, for its collective generate and the
-    weight sync); it only sends generation requests, kept on the trainer across rollouts."""
-    client = getattr(trainer, "_arc_stream_client", None)
-    if client is None:
-        from requests.adapters import HTTPAdapter
-        from trl.generation.vllm_client import VLLMClient
-
-        vg = trainer.vllm_generation
-        base_url = vg.server_base_url or f"http://{vg.server_host}:{vg.server_port}"
-        client = VLLMClient(base_url=base_url, connection_timeout=vg.server_timeout)
-        retries = client.session.adapters["http://"].max_retries
-        for prefix in ("http://", "https://"):  # one pooled connection per concurrent request
-            client.session.mount(prefix, HTTPAdapter(max_retries=retries, pool_maxsize=256))
-        trainer._arc_stream_client = client
-    return client
+    sleep_again = wake_for_stream(vg)
+    return EngineStream(vg.llm, {**sampling, **vg.generation_kwargs}, on_close=sleep_again)

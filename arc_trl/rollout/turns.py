@@ -7,14 +7,11 @@ does (`apply_turn_result`, `apply_program_result`); the schedulers only decide *
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import TYPE_CHECKING
 
 from arc_trl.chat_template import env_turn_ids, prompt_ids as render_prompt_ids
 from arc_trl.data.task import ArcTask
 from arc_trl.rollout.episode import Episode
-
-if TYPE_CHECKING:
-    from arc_trl.rollout.arc_rollout import RolloutSettings
+from arc_trl.rollout.settings import RolloutSettings
 
 
 def open_episodes(tasks: list[ArcTask], prompts: list[list[dict]], tokenizer, template_kwargs: dict) -> list[Episode]:

@@ -10,6 +10,8 @@ from concurrent.futures import Future
 
 import torch
 
+from arc_trl.trl_internals import per_token_logps
+
 
 def _completion_logps(forward, sequences, prompt_lengths, batch_size, pad_id, device) -> list[list[float]]:
     """Right-pad each chunk (positions start at 0, as in generation), run `forward(ids, mask) -> (B, W-1)` next-token
@@ -127,7 +129,7 @@ class BaseModelTeacher:
             self._base.forward = self._untempered_forward
         try:
             with use_adapter(model, adapter_name=None):
-                logps, _, _ = trainer._get_per_token_logps_and_entropies(trainer.model, ids, att, ids.size(1) - 1)
+                logps = per_token_logps(trainer, trainer.model, ids, att, ids.size(1) - 1)
         finally:
             self._base.forward = tempered
         return logps

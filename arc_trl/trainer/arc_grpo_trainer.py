@@ -1,49 +1,32 @@
 """`ArcGRPOTrainer`: TRL's `GRPOTrainer` with the ARC REPL rollout, ARC rewards and an on-policy-distillation term.
 
-It overrides as little as possible:
-- `__init__` wires the pieces (sandbox pool, `ArcRollout` as TRL's `rollout_func`, reward functions, teacher).
-- `_generate_and_score_completions` (TRL's hook between generation and the loss) hands the dataset rows to the
-  rollout, then masks budget-ended episodes like truncated ones, adds the teacher term to the advantages, the
-  loss-mask check, episode metrics and rollout dumps.
-- `_calculate_rewards` adds reward min/max to TRL's reward metrics.
-- `_save_checkpoint` keeps the checkpoints a callback protects (the collapse guard's last ok one) out of the
-  `save_total_limit` rotation.
-- `compute_loss` only toggles TRL's `beta` for the `reverse_kl` teacher loss (TRL's own KL term, teacher in place of
-  the reference model).
-- `_generate` and `training_step` are only timed for the step-time budget (`time/*`, `step_timing.py`), as are the
-  sandbox pool, `vllm_generation.sync_weights` and the optimizer step (through `StepBudgetCallback`).
+A thin subclass: `__init__` wires the pieces and each override is a short hook into a module of its own:
+
+- the rollout: `arc_trl.rollout.ArcRollout`, TRL's `rollout_func` (the batch's dataset rows handed over per batch);
+- the loss mask: `loss_mask.py` (budget-ended episodes masked like truncated ones; the empty-mask check);
+- the teacher term: `teacher_term.py`; the batch metrics: `batch_metrics.py`; the step-time budget:
+  `step_timing.py` (`time/*`: `_generate`, `training_step`, the sandbox pool, `vllm_generation.sync_weights`, the
+  optimizer step); rollout dumps: `rollout_dump.py`;
+- TRL's and vLLM's private members: only through `arc_trl.trl_internals`.
 Everything else (sampling, weight sync, clipping, logging, checkpointing) is TRL's.
 """
 
 from __future__ import annotations
 
-import json
-import os
-from typing import Any
-
-import torch
-from transformers import TrainerCallback
 from trl import GRPOConfig, GRPOTrainer
 
 from arc_trl.chat_template import end_of_turn_id
-from arc_trl.collapse.signals import episode_repetition
 from arc_trl.config import ArcConfig
-from arc_trl.opd import opd_advantages, teacher_log_ratio, teacher_stats
-from arc_trl.rollout.arc_rollout import ArcRollout, RolloutSettings
-from arc_trl.trainer.gpu_memory import memory_metrics, memory_readings, memory_sampler
-from arc_trl.trainer.sampling_mismatch import importance_sampling_hits, mismatch_counts
-from arc_trl.trainer.step_timing import (
-    StepClock,
-    TimedPool,
-    count_model_params,
-    peak_flops_per_device,
-    step_metrics,
-    timed_method,
-)
+from arc_trl.rollout.arc_rollout import ArcRollout
+from arc_trl.rollout.settings import RolloutSettings
+from arc_trl.trainer.batch_metrics import episode_metrics, sampling_mismatch_metrics, teacher_metrics
+from arc_trl.trainer.loss_mask import EmptyLossMaskError, check_loss_mask, mask_truncated_episodes
+from arc_trl.trainer.rollout_dump import dump_rollouts
+from arc_trl.trainer.step_timing import StepBudget, StepBudgetCallback, StepClock, TimedPool, timed_method
+from arc_trl.trainer.teacher_term import TeacherTerm, build_teacher
+from arc_trl.trl_internals import checkpoint_folder, log_metrics, overwrite_last_metric
 
-
-class EmptyLossMaskError(RuntimeError):
-    """A generation batch has no trainable token (the seeds' "empty loss mask" failure)."""
+__all__ = ["ArcGRPOTrainer", "EmptyLossMaskError"]
 
 
 class ArcGRPOTrainer(GRPOTrainer):
@@ -84,7 +67,6 @@ class ArcGRPOTrainer(GRPOTrainer):
                 args.reward_weights = weights
         self.sandbox_pool = sandbox_pool or SandboxPool(num_workers=arc.sandbox_workers, config=arc.sandbox_config())
         self.step_clock = StepClock()
-        self._step_tokens = {"generated": 0.0, "trained": 0.0, "no_grad": 0.0}
         self.rollout = ArcRollout(
             TimedPool(self.sandbox_pool, self.step_clock),
             RolloutSettings(
@@ -95,8 +77,8 @@ class ArcGRPOTrainer(GRPOTrainer):
                 scheduling=arc.rollout_scheduling,
             ),
         )
-        self._rollout_inputs: list[dict[str, Any]] | None = None
         self._teacher_kl_coef = 0.0
+        self._last_rewards = None  # the weighted rewards of the last batch (for the rollout dump)
         super().__init__(
             model=model,
             reward_funcs=reward_funcs,
@@ -115,94 +97,74 @@ class ArcGRPOTrainer(GRPOTrainer):
             raise ValueError("benchmark_full_turns needs use_vllm: true and rollout_scheduling: lockstep (it sets "
                              f"vLLM's min_tokens and logit_bias per turn); got use_vllm={self.use_vllm}, "
                              f"rollout_scheduling={arc.rollout_scheduling}")
-        self.teacher = teacher if teacher is not None else self._build_teacher()
+        self.teacher = teacher if teacher is not None else build_teacher(self)
+        self.teacher_term = TeacherTerm(self)
         if self.teacher is not None and arc.teacher_loss == "reverse_kl":
             self._teacher_kl_coef = arc.teacher_tau
-        self._teacher_jobs: list[tuple[list[int], Any]] = []
         if self.teacher is not None and getattr(self.teacher, "overlaps_generation", False):
-            self.rollout.on_finished = self._submit_teacher_job  # score finished episodes while others generate
+            self.rollout.on_finished = self.teacher_term.submit_finished  # score finished episodes during generation
         if self.use_vllm:  # TRL calls it from _generate, _generate_single_turn and VLLMGeneration.generate (sleep mode)
             timed_method(self.vllm_generation, "sync_weights", self.step_clock, "weight_sync")
-        self._num_params = count_model_params(self.model)
-        peak = peak_flops_per_device(arc.peak_tflops, self.accelerator.device)
-        self._peak_flops_total = None if peak is None else peak * self.accelerator.num_processes
-        self._memory_peak = memory_sampler(self.accelerator.device)  # None on CPU
-        self.add_callback(StepBudgetCallback(self))
-
-    # ------------------------------------------------------------------------------------------------ teacher setup
-    def _build_teacher(self):
-        from arc_trl.teacher import BaseModelTeacher, LocalTeacher, ServerTeacher
-
-        arc = self.arc_config
-        if arc.teacher_backend == "none":
-            return None
-        if arc.teacher_backend == "base":
-            return BaseModelTeacher(self, batch_size=arc.teacher_batch_size)
-        if arc.teacher_backend == "local":
-            return LocalTeacher.from_pretrained(
-                arc.teacher_model,
-                pad_token_id=self.processing_class.pad_token_id,
-                accelerator=self.accelerator,
-                dtype=self.model.dtype,
-                batch_size=arc.teacher_batch_size,
-            )
-        return ServerTeacher(
-            arc.teacher_server_url,
-            timeout_s=arc.teacher_timeout_s,
-            max_retries=arc.teacher_max_retries,
-            batch_size=arc.teacher_batch_size,
-        )
+        self.step_budget = StepBudget(self.step_clock, self.model, self.accelerator, arc.peak_tflops)
+        self.add_callback(StepBudgetCallback(self.step_budget, lambda metrics: log_metrics(self, "train", metrics)))
 
     # ------------------------------------------------------------------------------------------------ TRL hooks
     def _generate(self, prompts):
-        # TRL's hook around weight sync + rollout_func (+ token counting): the `generate` bucket of the step budget
+        # GRPOTrainer._generate (weight sync + rollout_func + token counting), timed: the `generate` bucket
         with self.step_clock.phase("generate"):
             return super()._generate(prompts)
 
     def training_step(self, model, inputs, num_items_in_batch):
-        # TRL's training_step: generation + scoring (once per generation batch) and forward + backward
+        # Trainer.training_step (generation + scoring once per generation batch; forward + backward), timed: `train`
         with self.step_clock.phase("train"):
             return super().training_step(model, inputs, num_items_in_batch)
 
     def _generate_and_score_completions(self, inputs):
-        self._rollout_inputs = inputs
-        self._teacher_jobs = []
-        try:
+        # GRPOTrainer's hook between generation and the loss: the rollout gets the dataset rows, then the batch gets
+        # the budget-ended episodes masked, the metrics, the loss-mask check, the teacher term and the rollout dump.
+        self.teacher_term.start_batch(inputs)
+        with self.rollout.rows_for(inputs):
             output = super()._generate_and_score_completions(inputs)
-        finally:
-            self._rollout_inputs = None
         mode = "train" if self.model.training else "eval"
         episodes = self.rollout.last_episodes
         if self.mask_truncated_completions:
-            self._mask_truncated_episodes(output, episodes)
-        self._log_episode_metrics(mode, episodes, output)
-        self._log_sampling_mismatch(mode, output)
+            mask_truncated_episodes(output, episodes, self.accelerator)
+        metrics = episode_metrics(self.accelerator, episodes)
+        log_metrics(self, mode, metrics)
+        if metrics:  # TRL's clipped_ratio (last token not EOS) misses budget endings
+            overwrite_last_metric(self, mode, "completions/clipped_ratio", metrics["episode/truncated_rate"])
+        if self.use_vllm and self.vllm_importance_sampling_correction:
+            log_metrics(self, mode, sampling_mismatch_metrics(
+                self.accelerator, output, self.vllm_importance_sampling_mode,
+                self.vllm_importance_sampling_clip_min, self.vllm_importance_sampling_clip_max,
+            ))
         if mode == "train" and self.step_clock.is_open:
-            batch_tokens = float(output["prompt_mask"].sum() + output["completion_mask"].sum())
-            no_grad_forwards = int(output.get("old_per_token_logps") is not None) + int(self.beta != 0.0)
-            self._step_tokens["generated"] += float(sum(ep.num_model_tokens for ep in episodes))
-            self._step_tokens["no_grad"] += no_grad_forwards * batch_tokens
+            self.step_budget.tokens.add_batch(output, episodes, self.beta)
         if self.arc_config.check_loss_mask:
-            self._check_loss_mask(output, episodes)
+            check_loss_mask(output, episodes)
         if self.teacher is not None:
-            self._apply_teacher(mode, inputs, episodes, output)
-        if self.arc_config.dump_rollouts and mode == "train":
-            self._dump_rollouts(episodes, output)
+            stats = self.teacher_term.apply(inputs, episodes, output)
+            log_metrics(self, mode, teacher_metrics(self.accelerator, stats))
+        if self.arc_config.dump_rollouts and mode == "train" and self.accelerator.is_main_process:
+            dump_rollouts(self.args.output_dir, self.state.global_step, episodes, self._last_rewards,
+                          output["advantages"], self.processing_class.decode, self.arc_config.dump_rollouts)
         return output
 
     def _calculate_rewards(self, inputs, prompts, completions, completion_ids_list):
+        # GRPOTrainer._calculate_rewards: also log the weighted reward's min/max, and keep it for the rollout dump
         rewards_per_func = super()._calculate_rewards(inputs, prompts, completions, completion_ids_list)
         mode = "train" if self.model.training else "eval"
         weights = self.reward_weights.to(rewards_per_func.device).unsqueeze(0)
         rewards = (rewards_per_func * weights).nansum(dim=1)
-        self._metrics[mode]["reward_min"].append(rewards.min().item())
-        self._metrics[mode]["reward_max"].append(rewards.max().item())
+        log_metrics(self, mode, {"reward_min": rewards.min().item(), "reward_max": rewards.max().item()})
         self._last_rewards = rewards
         return rewards_per_func
 
     def compute_loss(self, model, inputs, return_outputs=False, num_items_in_batch=None):
+        # GRPOTrainer.compute_loss: count the step's trained tokens; for teacher_loss reverse_kl, TRL's KL term (beta)
+        # weighs the teacher (the batch's ref_per_token_logps, teacher_term.py) by teacher_tau for this loss only
         if self.model.training and self.step_clock.is_open:  # the tokens this forward + backward attends to
-            self._step_tokens["trained"] += float(inputs["prompt_mask"].sum() + inputs["completion_mask"].sum())
+            self.step_budget.tokens.add_trained(inputs)
         if not self._teacher_kl_coef:
             return super().compute_loss(model, inputs, return_outputs, num_items_in_batch)
         saved_beta, self.beta = self.beta, self._teacher_kl_coef
@@ -211,217 +173,9 @@ class ArcGRPOTrainer(GRPOTrainer):
         finally:
             self.beta = saved_beta
 
-    # ------------------------------------------------------------------------------------------------ helpers
-    def _loss_mask(self, output) -> torch.Tensor:
-        mask = output["completion_mask"]
-        if "tool_mask" in output:
-            mask = mask * output["tool_mask"]
-        return mask
-
-    def _mask_truncated_episodes(self, output, episodes) -> None:
-        """Extend TRL's `mask_truncated_completions` to every episode cut by a token limit (`Episode.truncated`).
-
-        TRL masks a completion whose last token is not EOS. An episode ended by the budget ("budget": its last turn
-        ended, but the environment's reply did not fit) ends with EOS yet is cut all the same. Its rows are zeroed
-        as TRL zeroes truncated ones (completion_mask and tool_mask) and `num_items_in_batch` is recounted."""
-        cut = torch.tensor([ep.truncated for ep in episodes], device=output["completion_mask"].device)
-        keep = (~cut).unsqueeze(1).to(output["completion_mask"].dtype)
-        output["completion_mask"] = output["completion_mask"] * keep
-        if output.get("tool_mask") is not None:
-            output["tool_mask"] = output["tool_mask"] * keep
-        output["num_items_in_batch"] = self.accelerator.gather(self._loss_mask(output).sum()).sum()
-
-    def _check_loss_mask(self, output, episodes) -> None:
-        if output["num_items_in_batch"].item() > 0:
-            return
-        reasons = sorted({ep.finish_reason for ep in episodes})
-        raise EmptyLossMaskError(
-            "This generation batch has no trainable token: every model token is masked out of the loss "
-            f"(episode endings here: {reasons}). Typical causes: all completions truncated while "
-            "mask_truncated_completions=true (raise max_completion_length / max_tokens_per_turn or set "
-            "mask_truncated_completions: false), or a rollout that marks no token as model-generated. "
-            "Set check_loss_mask: false to skip such batches instead of stopping."
-        )
-
-    def _student_logps(self, output) -> torch.Tensor:
-        """Log-probs of the sampled tokens under the policy that generated them (detached)."""
-        if output.get("old_per_token_logps") is not None:
-            return output["old_per_token_logps"]
-        if output.get("sampling_per_token_logps") is not None:
-            return output["sampling_per_token_logps"]
-        ids = torch.cat([output["prompt_ids"], output["completion_ids"]], dim=1)
-        att = torch.cat([output["prompt_mask"], output["completion_mask"]], dim=1)
-        with torch.no_grad():
-            logps, _, _ = self._get_per_token_logps_and_entropies(
-                self.model, ids, att, output["completion_ids"].size(1), batch_size=self.args.per_device_train_batch_size
-            )
-        return logps
-
-    def _teacher_prompt_ids(self, row, episode) -> list[int]:
-        """The teacher's prompt: the student's, or the privileged variant built with the dataset (`teacher_prompt`
-        column: same template, privileged block appended), so the completion tokens are identical for both."""
-        if self.arc_config.teacher_privileged == "none":
-            return episode.prompt_ids
-        if "teacher_prompt" not in row:
-            raise KeyError("teacher_privileged is set but the dataset has no 'teacher_prompt' column")
-        from arc_trl.chat_template import prompt_ids
-
-        return prompt_ids(self.processing_class, row["teacher_prompt"], **self.chat_template_kwargs)
-
-    def _submit_teacher_job(self, episodes) -> None:
-        """Start scoring episodes that just finished (a teacher server works while generation goes on)."""
-        with self.step_clock.phase("teacher"):
-            self._submit_teacher_job_now(episodes)
-
-    def _submit_teacher_job_now(self, episodes) -> None:
-        rows = self._rollout_inputs
-        prompts_t = [self._teacher_prompt_ids(rows[ep.index], ep) for ep in episodes]
-        sequences = [p + ep.completion_ids for p, ep in zip(prompts_t, episodes)]
-        future = self.teacher.submit(sequences, [len(p) for p in prompts_t])
-        self._teacher_jobs.append(([ep.index for ep in episodes], future))
-
-    def _teacher_scores(self, inputs, episodes) -> list[list[float]]:
-        if not self._teacher_jobs:  # in-process teachers: one batched call after the rollout
-            prompts_t = [self._teacher_prompt_ids(row, ep) for row, ep in zip(inputs, episodes)]
-            sequences = [p + ep.completion_ids for p, ep in zip(prompts_t, episodes)]
-            return self.teacher.score(sequences, [len(p) for p in prompts_t])
-        scores: list[list[float]] = [[] for _ in episodes]
-        for indices, future in self._teacher_jobs:
-            for index, row in zip(indices, future.result()):
-                scores[index] = row
-        self._teacher_jobs = []
-        return scores
-
-    def _apply_teacher(self, mode, inputs, episodes, output) -> None:
-        arc = self.arc_config
-        with self.step_clock.phase("teacher"):  # in-process forwards, or the wait for a teacher server's results
-            scores = self._teacher_scores(inputs, episodes)
-        completion_ids = output["completion_ids"]
-        teacher_logps = torch.full(completion_ids.shape, float("nan"), device=completion_ids.device)
-        for i, row in enumerate(scores):
-            if row:
-                teacher_logps[i, : len(row)] = torch.tensor(row, dtype=torch.float32, device=completion_ids.device)
-        # with device_map="auto" a model's last layer (hence its log-probs) can sit on another GPU than the batch
-        student_logps = self._student_logps(output).detach().to(completion_ids.device)
-        mask = self._loss_mask(output)
-        clip = arc.teacher_logprob_clip
-        if arc.teacher_loss == "advantage":
-            output["advantages"] = opd_advantages(
-                output["advantages"], teacher_logps, student_logps, mask, arc.adv_tau, arc.teacher_tau, clip
-            )
-        else:  # reverse_kl: TRL's k3 KL term against the teacher (see compute_loss); missing values contribute 0
-            output["advantages"] = arc.adv_tau * output["advantages"]
-            diff, _, _ = teacher_log_ratio(teacher_logps, student_logps, mask, clip)
-            output["ref_per_token_logps"] = student_logps + diff
-        stats = teacher_stats(teacher_logps, student_logps, mask, clip)
-        values = torch.tensor(
-            [stats.teacher_kl, stats.teacher_logp, stats.student_logp, stats.missing_frac, stats.clipped_frac],
-            device=completion_ids.device,
-        ) * stats.num_tokens
-        totals = self.accelerator.gather(torch.cat([values, values.new_tensor([stats.num_tokens])]).unsqueeze(0))
-        totals = totals.sum(dim=0)
-        n = totals[-1].clamp(min=1.0)
-        for key, value in zip(("teacher_kl", "teacher_logp", "student_logp", "teacher_missing_frac",
-                               "teacher_clipped_frac"), (totals[:-1] / n).tolist()):
-            self._metrics[mode][key].append(value)
-
-    def _log_sampling_mismatch(self, mode, output) -> None:
-        """Share of model tokens / episodes that TRL's vLLM importance-sampling correction masks or clips."""
-        if not (self.use_vllm and self.vllm_importance_sampling_correction):
-            return
-        trainer_logps, sampler_logps = output.get("old_per_token_logps"), output.get("sampling_per_token_logps")
-        if trainer_logps is None or sampler_logps is None:
-            return
-        model_mask = self._loss_mask(output)
-        masked, clipped = importance_sampling_hits(
-            trainer_logps, sampler_logps, model_mask, self.vllm_importance_sampling_mode,
-            self.vllm_importance_sampling_clip_min, self.vllm_importance_sampling_clip_max,
-        )
-        c = mismatch_counts(masked, clipped, model_mask)
-        local = torch.tensor(
-            [c.model_tokens, c.masked_tokens, c.clipped_tokens, c.episodes, c.masked_episodes, c.clipped_episodes],
-            dtype=torch.float64, device=self.accelerator.device,
-        )
-        t = self.accelerator.gather(local.unsqueeze(0)).sum(dim=0).tolist()
-        metrics = self._metrics[mode]
-        metrics["sampling/masked_frac"].append(t[1] / t[0] if t[0] else 0.0)
-        metrics["sampling/clipped_frac"].append(t[2] / t[0] if t[0] else 0.0)
-        metrics["sampling/masked_episode_frac"].append(t[4] / t[3] if t[3] else 0.0)
-        metrics["sampling/clipped_episode_frac"].append(t[5] / t[3] if t[3] else 0.0)
-
-    # ------------------------------------------------------------------------------------------------ step budget
-    def _begin_step_budget(self) -> None:
-        self._step_tokens = dict.fromkeys(self._step_tokens, 0.0)
-        if self._memory_peak is not None:
-            self._memory_peak.reset()
-        self.step_clock.begin()
-
-    def _end_step_budget(self) -> None:
-        times = self.step_clock.end()
-        if not times:
-            return
-        local = torch.tensor([self._step_tokens[k] for k in ("generated", "trained", "no_grad")],
-                             dtype=torch.float64, device=self.accelerator.device)
-        generated, trained, no_grad = self.accelerator.gather(local.unsqueeze(0)).sum(dim=0).tolist()
-        metrics = step_metrics(times, generated, trained, no_grad, self._num_params, self._peak_flops_total)
-        readings = memory_readings(self.accelerator.device, self._memory_peak)
-        if readings:  # the largest process's figures
-            local = torch.tensor([readings], dtype=torch.float64, device=self.accelerator.device)
-            peaks = self.accelerator.gather(local)
-            metrics.update(memory_metrics(peaks.max(dim=0).values.tolist()))
-        for key, value in metrics.items():
-            self._metrics["train"][key].append(value)
-
-    def _log_episode_metrics(self, mode, episodes, output) -> None:
-        if not episodes:
-            return
-        device = self.accelerator.device
-        n = len(episodes)
-        runs = sum(ep.outcome.num_code_runs for ep in episodes)
-        model_tokens = sum(ep.num_model_tokens for ep in episodes)
-        all_tokens = sum(len(ep.completion_ids) for ep in episodes)
-        repetition = [episode_repetition(ep) for ep in episodes]  # collapse signals, model tokens only
-        local = torch.tensor(
-            [
-                n,
-                sum(ep.outcome.num_turns for ep in episodes),
-                sum(ep.outcome.submitted for ep in episodes),
-                sum(ep.truncated for ep in episodes),  # cut turns and budget endings
-                sum(ep.outcome.code_found for ep in episodes),
-                runs,
-                sum(ep.outcome.num_errors for ep in episodes),
-                sum(ep.outcome.num_timeouts for ep in episodes),
-                all_tokens - model_tokens,
-                all_tokens,
-                sum(r.tokens for r in repetition),
-                sum(r.repeated for r in repetition),
-                sum(r.longest_run for r in repetition),
-                sum(ep.outcome.code_parsed for ep in episodes),
-                sum(_valid_prediction(ep.outcome) for ep in episodes),
-            ],
-            dtype=torch.float64,
-            device=device,
-        )
-        t = self.accelerator.gather(local.unsqueeze(0)).sum(dim=0).tolist()
-        metrics = self._metrics[mode]
-        metrics["episode/turns"].append(t[1] / t[0])
-        metrics["episode/submit_rate"].append(t[2] / t[0])
-        metrics["episode/truncated_rate"].append(t[3] / t[0])
-        if metrics.get("completions/clipped_ratio"):  # TRL's value (last token not EOS) misses budget endings
-            metrics["completions/clipped_ratio"][-1] = t[3] / t[0]
-        metrics["episode/code_found_rate"].append(t[4] / t[0])
-        metrics["sandbox/error_rate"].append(t[6] / t[5] if t[5] else 0.0)
-        metrics["sandbox/timeout_rate"].append(t[7] / t[5] if t[5] else 0.0)
-        metrics["episode/env_token_frac"].append(t[8] / t[9] if t[9] else 0.0)
-        metrics["episode/model_tokens"].append(t[10] / t[0])
-        metrics["episode/repeat_frac"].append(t[11] / t[10] if t[10] else 0.0)
-        metrics["episode/repeat_run"].append(t[12] / t[0])
-        metrics["episode/code_parsed_rate"].append(t[13] / t[0])
-        metrics["episode/valid_prediction_rate"].append(t[14] / t[0])
-
     def _save_checkpoint(self, model, trial) -> None:
-        """TRL/transformers' checkpoint save, with the rotation (`save_total_limit`) sparing the checkpoints that a
-        callback's `protected_checkpoints()` names (the collapse guard's last ok checkpoint)."""
+        # Trainer._save_checkpoint, with the rotation (`save_total_limit`) sparing the checkpoints that a callback's
+        # `protected_checkpoints()` names (the collapse guard's last ok checkpoint)
         protected = set().union(*(getattr(cb, "protected_checkpoints", lambda: set())()
                                   for cb in self.callback_handler.callbacks))
         limit = self.args.save_total_limit
@@ -436,68 +190,9 @@ class ArcGRPOTrainer(GRPOTrainer):
             from arc_trl.collapse.checkpoints import rotate_keeping
 
             keep = protected | ({self.state.best_model_checkpoint} if self.state.best_model_checkpoint else set())
-            rotate_keeping(self._get_output_dir(trial=trial), limit, keep)
-
-    def _dump_rollouts(self, episodes, output) -> None:
-        """Write the first `dump_rollouts` episodes of this generation batch (tokens, masks, rewards) to JSONL."""
-        if not self.accelerator.is_main_process:
-            return
-        folder = os.path.join(self.args.output_dir, "rollouts")
-        os.makedirs(folder, exist_ok=True)
-        path = os.path.join(folder, f"step_{self.state.global_step:06d}.jsonl")
-        rewards = getattr(self, "_last_rewards", None)
-        advantages = output["advantages"]
-        with open(path, "a") as f:
-            for i, ep in enumerate(episodes[: self.arc_config.dump_rollouts]):
-                adv = advantages[i]
-                record = {
-                    "task_id": ep.task.id,
-                    "finish_reason": ep.finish_reason,
-                    "prompt_ids": ep.prompt_ids,
-                    "completion_ids": ep.completion_ids,
-                    "env_mask": ep.env_mask,
-                    "sampler_logprobs": None if ep.logprobs is None else [
-                        None if lp != lp else lp for lp in ep.logprobs  # NaN (no sampler value) -> null: valid JSON
-                    ],
-                    "reward": None if rewards is None else float(rewards[i]),
-                    "advantage": adv.tolist() if adv.dim() else float(adv),
-                    "outcome": ep.outcome.to_dict(),
-                    "text": self.processing_class.decode(ep.prompt_ids + ep.completion_ids),
-                }
-                f.write(json.dumps(record) + "\n")
+            rotate_keeping(checkpoint_folder(self, trial), limit, keep)
 
     def close(self) -> None:
         """Stop the sandbox processes (also done at interpreter exit) and the GPU memory sampler."""
         self.sandbox_pool.close()
-        if self._memory_peak is not None:
-            self._memory_peak.stop()
-
-
-def _valid_prediction(outcome) -> bool:
-    """A grid for every test input (the seeds' "valid outputs")."""
-    predictions = outcome.test_predictions
-    return bool(predictions) and all(p is not None for p in predictions)
-
-
-class StepBudgetCallback(TrainerCallback):
-    """Opens and closes the trainer's `StepClock` around each optimizer step and charges the optimizer step itself
-    (Trainer's `on_pre_optimizer_step` .. `on_optimizer_step`) to `train`."""
-
-    def __init__(self, trainer: ArcGRPOTrainer) -> None:
-        self.trainer = trainer
-        self._optimizer_phase = None
-
-    def on_step_begin(self, args, state, control, **kwargs):
-        self.trainer._begin_step_budget()
-
-    def on_pre_optimizer_step(self, args, state, control, **kwargs):
-        self._optimizer_phase = self.trainer.step_clock.phase("train")
-        self._optimizer_phase.__enter__()
-
-    def on_optimizer_step(self, args, state, control, **kwargs):
-        if self._optimizer_phase is not None:
-            self._optimizer_phase.__exit__(None, None, None)
-            self._optimizer_phase = None
-
-    def on_step_end(self, args, state, control, **kwargs):
-        self.trainer._end_step_budget()
+        self.step_budget.close()

@@ -13,6 +13,8 @@ import math
 from dataclasses import dataclass
 
 import torch
+from jaxtyping import Bool, Float, Shaped
+from torch import Tensor
 
 IS_MODES = ("token_truncate", "token_mask", "sequence_truncate", "sequence_mask")
 
@@ -28,13 +30,13 @@ class MismatchCounts:
 
 
 def importance_sampling_hits(
-    trainer_logps: torch.Tensor,
-    sampler_logps: torch.Tensor,
-    model_mask: torch.Tensor,
+    trainer_logps: Float[Tensor, "batch seq"],
+    sampler_logps: Float[Tensor, "batch seq"],  # NaN where the sampler gave no value
+    model_mask: Shaped[Tensor, "batch seq"],  # 1 on model tokens (any dtype)
     mode: str,
     clip_min: float | None,
     clip_max: float | None,
-) -> tuple[torch.Tensor, torch.Tensor]:
+) -> tuple[Bool[Tensor, "batch seq"], Bool[Tensor, "batch seq"]]:
     """(masked, clipped): (B, T) bool tensors over model tokens, as TRL 1.16 computes the ratio."""
     if mode not in IS_MODES:
         raise ValueError(f"vllm_importance_sampling_mode={mode!r} is not one of {', '.join(IS_MODES)}")
@@ -50,7 +52,9 @@ def importance_sampling_hits(
     return (outside, none) if mode.endswith("mask") else (none, outside)
 
 
-def mismatch_counts(masked: torch.Tensor, clipped: torch.Tensor, model_mask: torch.Tensor) -> MismatchCounts:
+def mismatch_counts(
+    masked: Bool[Tensor, "batch seq"], clipped: Bool[Tensor, "batch seq"], model_mask: Shaped[Tensor, "batch seq"]
+) -> MismatchCounts:
     mask = model_mask.bool()
     has_tokens = mask.any(dim=-1)
     return MismatchCounts(

@@ -16,6 +16,9 @@ bucket, the innermost phase open on the thread that began the step, or `other` w
 So `time/step` equals the sum of the six buckets (up to float rounding) and each is >= 0. Phases opened on another
 thread are not charged (that time overlaps the step's own thread, which is what sits on the critical path). On CUDA
 the clock synchronises the device at every phase boundary, since kernels run asynchronously.
+
+`StepBudget` is a run's budget: the clock, the step's token counts (`batch_metrics.StepTokens`) and GPU memory peak,
+and the logged metrics; `StepBudgetCallback` opens and closes it around each optimizer step.
 """
 
 from __future__ import annotations
@@ -27,6 +30,10 @@ from contextlib import contextmanager
 from typing import Any
 
 import torch
+from transformers import TrainerCallback
+
+from arc_trl.trainer.batch_metrics import StepTokens
+from arc_trl.trainer.gpu_memory import memory_metrics, memory_readings, memory_sampler
 
 BUCKETS = ("generate", "sandbox", "teacher", "weight_sync", "train", "other")
 
@@ -181,3 +188,69 @@ def step_metrics(
         flops = 6.0 * num_params * trained_tokens + 2.0 * num_params * no_grad_tokens
         out["mfu"] = flops / (times["step"] * peak_flops_total)
     return out
+
+
+class StepBudget:
+    """One run's step-time budget: `begin()` and `end() -> metrics` around each optimizer step (`StepBudgetCallback`),
+    the tokens of the step counted in between (`tokens`, only while the step is open)."""
+
+    def __init__(self, clock: StepClock, model: torch.nn.Module, accelerator, peak_tflops: float | None) -> None:
+        self.clock = clock
+        self.accelerator = accelerator
+        self.tokens = StepTokens()
+        self.num_params = count_model_params(model)
+        peak = peak_flops_per_device(peak_tflops, accelerator.device)
+        self.peak_flops_total = None if peak is None else peak * accelerator.num_processes
+        self.memory_peak = memory_sampler(accelerator.device)  # None on CPU
+
+    def begin(self) -> None:
+        self.tokens = StepTokens()
+        if self.memory_peak is not None:
+            self.memory_peak.reset()
+        self.clock.begin()
+
+    def end(self) -> dict[str, float]:
+        """The step's `time/*`, `tokens/*`, `throughput/*`, `mfu` and `memory/*` (all processes; empty if not begun)."""
+        times = self.clock.end()
+        if not times:
+            return {}
+        tokens = self.tokens.summed(self.accelerator)
+        metrics = step_metrics(times, tokens["generated"], tokens["trained"], tokens["no_grad"], self.num_params,
+                               self.peak_flops_total)
+        readings = memory_readings(self.accelerator.device, self.memory_peak)
+        if readings:  # the largest process's figures
+            local = torch.tensor([readings], dtype=torch.float64, device=self.accelerator.device)
+            peaks = self.accelerator.gather(local)
+            metrics.update(memory_metrics(peaks.max(dim=0).values.tolist()))
+        return metrics
+
+    def close(self) -> None:
+        if self.memory_peak is not None:
+            self.memory_peak.stop()
+
+
+class StepBudgetCallback(TrainerCallback):
+    """Opens and closes the `StepBudget` around each optimizer step, hands its metrics to `log`, and charges the
+    optimizer step itself (Trainer's `on_pre_optimizer_step` .. `on_optimizer_step`) to `train`."""
+
+    def __init__(self, budget: StepBudget, log: Callable[[dict[str, float]], None]) -> None:
+        self.budget = budget
+        self.log = log
+        self._optimizer_phase = None
+
+    def on_step_begin(self, args, state, control, **kwargs):
+        self.budget.begin()
+
+    def on_pre_optimizer_step(self, args, state, control, **kwargs):
+        self._optimizer_phase = self.budget.clock.phase("train")
+        self._optimizer_phase.__enter__()
+
+    def on_optimizer_step(self, args, state, control, **kwargs):
+        if self._optimizer_phase is not None:
+            self._optimizer_phase.__exit__(None, None, None)
+            self._optimizer_phase = None
+
+    def on_step_end(self, args, state, control, **kwargs):
+        metrics = self.budget.end()
+        if metrics:
+            self.log(metrics)

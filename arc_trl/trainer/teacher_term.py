@@ -1,0 +1,127 @@
+"""The on-policy-distillation term of each generation batch: teacher scores in, advantages (or KL reference) out.
+
+`TeacherTerm` scores the batch's episodes with `trainer.teacher` (a teacher that `overlaps_generation`, a server,
+gets finished episodes while the others still generate: `submit_finished`, the rollout's `on_finished`), then adds
+the teacher term to TRL's batch (`apply`): with `teacher_loss: advantage`, A_t = adv_tau * A + teacher_tau *
+clip(logp_T - logp_S) (`arc_trl.opd`); with `reverse_kl`, the batch's reference log-probs become the teacher's,
+for TRL's own KL term (`ArcGRPOTrainer.compute_loss` sets its weight). docs/opd.md.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import torch
+from jaxtyping import Float
+from torch import Tensor
+
+from arc_trl.opd import TeacherStats, opd_advantages, teacher_log_ratio, teacher_stats
+from arc_trl.trainer.loss_mask import loss_mask
+from arc_trl.trl_internals import per_token_logps
+
+
+def build_teacher(trainer):
+    """The teacher of `trainer.arc_config.teacher_backend` (None for `none`)."""
+    from arc_trl.teacher import BaseModelTeacher, LocalTeacher, ServerTeacher
+
+    arc = trainer.arc_config
+    if arc.teacher_backend == "none":
+        return None
+    if arc.teacher_backend == "base":
+        return BaseModelTeacher(trainer, batch_size=arc.teacher_batch_size)
+    if arc.teacher_backend == "local":
+        return LocalTeacher.from_pretrained(
+            arc.teacher_model,
+            pad_token_id=trainer.processing_class.pad_token_id,
+            accelerator=trainer.accelerator,
+            dtype=trainer.model.dtype,
+            batch_size=arc.teacher_batch_size,
+        )
+    return ServerTeacher(
+        arc.teacher_server_url,
+        timeout_s=arc.teacher_timeout_s,
+        max_retries=arc.teacher_max_retries,
+        batch_size=arc.teacher_batch_size,
+    )
+
+
+class TeacherTerm:
+    """The teacher term of `trainer` (its `teacher`, `arc_config` and `step_clock` are read at each use)."""
+
+    def __init__(self, trainer) -> None:
+        self.trainer = trainer
+        self.rows: list[dict[str, Any]] | None = None  # the batch's dataset rows
+        self.jobs: list[tuple[list[int], Any]] = []  # (episode indices, future of their scores)
+
+    def start_batch(self, rows: list[dict[str, Any]]) -> None:
+        self.rows = rows
+        self.jobs = []
+
+    def submit_finished(self, episodes) -> None:
+        """Start scoring episodes that just finished (a teacher server works while generation goes on)."""
+        with self.trainer.step_clock.phase("teacher"):
+            prompts_t = [self.prompt_ids(self.rows[ep.index], ep) for ep in episodes]
+            sequences = [p + ep.completion_ids for p, ep in zip(prompts_t, episodes)]
+            future = self.trainer.teacher.submit(sequences, [len(p) for p in prompts_t])
+            self.jobs.append(([ep.index for ep in episodes], future))
+
+    def prompt_ids(self, row, episode) -> list[int]:
+        """The teacher's prompt: the student's, or the privileged variant built with the dataset (`teacher_prompt`
+        column: same template, privileged block appended), so the completion tokens are identical for both."""
+        if self.trainer.arc_config.teacher_privileged == "none":
+            return episode.prompt_ids
+        if "teacher_prompt" not in row:
+            raise KeyError("teacher_privileged is set but the dataset has no 'teacher_prompt' column")
+        from arc_trl.chat_template import prompt_ids
+
+        return prompt_ids(self.trainer.processing_class, row["teacher_prompt"], **self.trainer.chat_template_kwargs)
+
+    def scores(self, inputs, episodes) -> list[list[float]]:
+        """The teacher's log-probs of each episode's completion tokens."""
+        if not self.jobs:  # in-process teachers: one batched call after the rollout
+            prompts_t = [self.prompt_ids(row, ep) for row, ep in zip(inputs, episodes)]
+            sequences = [p + ep.completion_ids for p, ep in zip(prompts_t, episodes)]
+            return self.trainer.teacher.score(sequences, [len(p) for p in prompts_t])
+        scores: list[list[float]] = [[] for _ in episodes]
+        for indices, future in self.jobs:
+            for index, row in zip(indices, future.result()):
+                scores[index] = row
+        self.jobs = []
+        return scores
+
+    def student_logps(self, output) -> Float[Tensor, "batch seq"]:
+        """Log-probs of the sampled tokens under the policy that generated them (detached)."""
+        if output.get("old_per_token_logps") is not None:
+            return output["old_per_token_logps"]
+        if output.get("sampling_per_token_logps") is not None:
+            return output["sampling_per_token_logps"]
+        trainer = self.trainer
+        ids = torch.cat([output["prompt_ids"], output["completion_ids"]], dim=1)
+        att = torch.cat([output["prompt_mask"], output["completion_mask"]], dim=1)
+        with torch.no_grad():
+            return per_token_logps(trainer, trainer.model, ids, att, output["completion_ids"].size(1),
+                                   batch_size=trainer.args.per_device_train_batch_size)
+
+    def apply(self, inputs, episodes, output) -> TeacherStats:
+        """Add the teacher term to the batch `output` (in place); this process's statistics of it."""
+        arc = self.trainer.arc_config
+        with self.trainer.step_clock.phase("teacher"):  # in-process forwards, or the wait for a server's results
+            scores = self.scores(inputs, episodes)
+        completion_ids = output["completion_ids"]
+        teacher_logps = torch.full(completion_ids.shape, float("nan"), device=completion_ids.device)
+        for i, row in enumerate(scores):
+            if row:
+                teacher_logps[i, : len(row)] = torch.tensor(row, dtype=torch.float32, device=completion_ids.device)
+        # with device_map="auto" a model's last layer (hence its log-probs) can sit on another GPU than the batch
+        student_logps = self.student_logps(output).detach().to(completion_ids.device)
+        mask = loss_mask(output)
+        clip = arc.teacher_logprob_clip
+        if arc.teacher_loss == "advantage":
+            output["advantages"] = opd_advantages(
+                output["advantages"], teacher_logps, student_logps, mask, arc.adv_tau, arc.teacher_tau, clip
+            )
+        else:  # reverse_kl: TRL's k3 KL term against the teacher (see compute_loss); missing values contribute 0
+            output["advantages"] = arc.adv_tau * output["advantages"]
+            diff, _, _ = teacher_log_ratio(teacher_logps, student_logps, mask, clip)
+            output["ref_per_token_logps"] = student_logps + diff
+        return teacher_stats(teacher_logps, student_logps, mask, clip)

