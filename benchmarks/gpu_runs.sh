@@ -31,7 +31,7 @@
 set -uo pipefail
 stage=${1:?stage}; out=${2:?output dir or folder}
 export PYTHONUNBUFFERED=1 TOKENIZERS_PARALLELISM=false WANDB_MODE=disabled NCCL_NVLS_ENABLE=0 VLLM_USE_FLASHINFER_SAMPLER=0
-work=/tmp/arc-gpu; learning=$work/learning; queue=$work/queue; mkdir -p "$work/logs" "$queue"
+work=/tmp/arc-gpu; learning=$work/learning; queue=$work/queue; mkdir -p "$work/logs" "$work/bench" "$queue"
 
 if [ "$stage" = stash ]; then  # keep what a call carried on the machine: a part of the bundle, or unsloth's wheels
   if ls "$out"/*.whl > /dev/null 2>&1; then mkdir -p /tmp/wheels && cp "$out"/* /tmp/wheels/ && ls /tmp/wheels; exit; fi
@@ -153,11 +153,46 @@ case $stage in
         --num_processes $n $bench "${big[@]}" --out "$work/bench/bench_8b_lora_zero3_x$n.json"
     done
     ;;
+  collapse)  # issue 24 on the 0.6B policy, GRPO only (docs/collapse.md "GPU measurements")
+    [ -f "$learning/student/model.safetensors" ] || run student "$limit" "${demo[@]}" --until student
+    common=(--config configs/gpu/learning/grpo-opd.yaml --model_name_or_path "$learning/student" --teacher_backend none
+            --seed 0)
+    # 1. the step-2 collapse of lr 1e-4, guard at its defaults (warn): labelled, and (2.) acted on by rollback
+    run collapse-early-warn 300 python3 scripts/train.py "${common[@]}" --learning_rate 1e-4 --max_steps 5 \
+      --output_dir "$work/runs/collapse-early-warn"
+    run collapse-early-rollback 420 python3 scripts/train.py "${common[@]}" --learning_rate 1e-4 --max_steps 12 \
+      --collapse_guard rollback --save_strategy steps --save_steps 2 --output_dir "$work/runs/collapse-early-rollback"
+    # 3. the provoked collapse of the issue, peak device memory with a rollback and without one
+    provoked=(--learning_rate 1.0 --weight_decay 1.0 --warmup_steps 3 --collapse_baseline_steps 3 --collapse_window 1
+              --save_strategy steps --save_steps 1 --max_steps 6)
+    run collapse-provoked-warn 300 python3 scripts/train.py "${common[@]}" "${provoked[@]}" --collapse_guard warn \
+      --output_dir "$work/runs/collapse-provoked-warn"
+    run collapse-provoked-rollback 400 python3 scripts/train.py "${common[@]}" "${provoked[@]}" \
+      --collapse_guard rollback --output_dir "$work/runs/collapse-provoked-rollback"
+    for r in collapse-early-warn collapse-early-rollback collapse-provoked-warn collapse-provoked-rollback; do
+      echo "-- $r"; grep -E "collapse-guard|mean step" "$work/logs/$r.log" | cut -c1-300 | tail -8
+      cp "$work/runs/$r/collapse_guard.jsonl" "$work/bench/$r.guard.jsonl" 2>/dev/null
+    done
+    ;;
+  collapse8b)  # issue 24: one provoked rollback of the 8B one-GPU recipe (forced full turns, as the 8b stage): the
+    # rule below fires when the warm-up raises the learning rate at step 2; one rollback, then the guard stops
+    [ -d "$work/qwen3-8b" ] || python3 scripts/build_tiny_model.py --shape qwen3-8b --out "$work/qwen3-8b" --device cuda > /dev/null
+    run collapse-8b-rollback "${LIMIT:-900}" python3 scripts/train.py --config configs/qwen3-8b-1gpu-colocate.yaml \
+      --model_name_or_path "$work/qwen3-8b" --output_dir "$work/runs/collapse-8b-rollback" --max_steps 4 \
+      --report_to none --benchmark_full_turns true --seed 0 --save_strategy steps --save_steps 1 \
+      --collapse_guard rollback --collapse_max_rollbacks 1 --collapse_baseline_steps 1 --collapse_window 1 \
+      --collapse_min_signals 1 --collapse_thresholds '{"learning_rate:up": {"change": "delta", "warn": 1e-12, "collapse": 1e-12}}'
+    grep -E "collapse-guard|mean step|STOPPED" "$work/logs/collapse-8b-rollback.log" | cut -c1-300 | tail -8
+    cp "$work/runs/collapse-8b-rollback/collapse_guard.jsonl" "$work/bench/collapse-8b.guard.jsonl" 2>/dev/null
+    ;;
+  teachers)  # issue 26 item 1: the privileged teacher (and the student) on the held-out tasks, its teacher_kl
+    run teachers "${LIMIT:-3000}" "${demo[@]}" \
+      --only "${ONLY:-teacher-privileged,eval-student,eval-teacher-privileged,kl-teacher-privileged}" --with-needs
+    ;;
   profile)  # issue 25: sub-phase profile of the 0.6B learning step (benchmarks/profile_step.py) for config variants
     # that leave the loss unchanged (micro-batch size, sandbox workers, teacher batch, scheduling); the teacher is the
     # student's weights (the same forwards as a separate teacher of that shape)
     [ -f "$learning/student/model.safetensors" ] || run student "$limit" "${demo[@]}" --until student
-    mkdir -p "$work/bench"
     steps=${STEPS:-6}
     for v in ${VARIANTS:-base mb32 mb64 mb32_sw16_tb32 mb32_sw16_tb32_pe}; do
       extra=()
