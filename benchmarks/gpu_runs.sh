@@ -155,7 +155,7 @@ case $stage in
     ;;
   collapse)  # issue 24 on the 0.6B policy, GRPO only (docs/collapse.md "GPU measurements")
     [ -f "$learning/student/model.safetensors" ] || run student "$limit" "${demo[@]}" --until student
-    common=(--config configs/gpu/learning/grpo-opd.yaml --model_name_or_path "$learning/student" --teacher_backend none
+    common=(--config configs/gpu/learning/grpo-opd.yaml --model_name_or_path "$learning/student" --teacher_backend none --teacher_tau 0
             --seed 0)
     # 1. the step-2 collapse of lr 1e-4, guard at its defaults (warn): labelled, and (2.) acted on by rollback
     run collapse-early-warn 300 python3 scripts/train.py "${common[@]}" --learning_rate 1e-4 --max_steps 5 \
