@@ -11,7 +11,10 @@ TRL or vLLM upgrade is checked in this file (and its two module-level patches, b
 - `wake_for_stream`: `VLLMGeneration._llm_weights_sleeping`, the sleep-mode state of a colocated engine;
 - `stream_client`: this process's own `VLLMClient` for per-episode requests, kept on the trainer
   (`_arc_stream_client`);
-- `engine_prompt`: vLLM's `LLM._preprocess_cmpl_one`, how `LLM.generate` renders a token prompt.
+- `engine_prompt`: vLLM's `LLM._preprocess_cmpl_one`, how `LLM.generate` renders a token prompt;
+- `reset_generation_state`, `save_checkpoint_now`, `scale_scheduler_lr`: the collapse guard's in-place rollback
+  (`GRPOTrainer._last_loaded_step`, `_buffered_inputs`, `_step`; `Trainer._save_checkpoint`; torch's
+  `LRScheduler._last_lr`).
 
 What the rollout (`arc_trl.rollout`) may touch: the trainer TRL hands to `rollout_func` only through its public
 attributes (`processing_class`, `chat_template_kwargs`, `eos_token_ids`, `accelerator`, `state`, `use_vllm`,
@@ -122,3 +125,43 @@ def engine_prompt(llm, token_ids: list[int]) -> Any:
     prompt = {"prompt_token_ids": token_ids}
     render = getattr(llm, "_preprocess_cmpl_one", None)
     return render(prompt) if render is not None else prompt
+
+
+# --------------------------------------------------------------------------------------------- collapse rollback
+def reset_generation_state(trainer) -> None:
+    """After a rollback loaded a checkpoint into this trainer: sync the weights to vLLM at the next generation and
+    forget the generation batch sampled from the collapsed weights, as a newly built trainer would.
+
+    TRL syncs only when `state.global_step != _last_loaded_step`, a test of step numbers, not of weights: after the
+    rollback the step number goes back to the checkpoint's, and the engine holds the weights of a later step of the
+    collapsed attempt. In TRL's own flow the last sync comes after the rollback target (a checkpoint is confirmed
+    only by verdicts on episodes sampled after it), so the numbers differ; anything else that syncs or sets the step
+    (an evaluation callback, a future change) could make them equal, so the sync is made unconditional here. With
+    `steps_per_generation > 1`, `_buffered_inputs` may hold a batch sampled from the collapsed weights, and `_step`
+    decides whether it is used. Without vLLM the trainer generates with its own weights: nothing to sync.
+    """
+    # TRL private: GRPOTrainer._last_loaded_step (set to -1 in __init__ when use_vllm, compared with
+    # state.global_step before each generation in _generate / _generate_single_turn, and by
+    # arc_trl/rollout/streams.py), _buffered_inputs and _step (the generation batch reused for
+    # steps_per_generation x num_iterations micro-steps, and the micro-step counter that decides when to generate;
+    # a new trainer starts with None and 0, also when it resumes from a checkpoint).
+    if hasattr(trainer, "_last_loaded_step"):
+        trainer._last_loaded_step = -1
+    trainer._buffered_inputs = None
+    trainer._step = 0
+
+
+def save_checkpoint_now(trainer) -> None:
+    """Write `output_dir/checkpoint-{global_step}` (weights, optimizer, scheduler, RNG states, trainer state) the way
+    the trainer's own saves do, rotation included; called on every process (saving is collective)."""
+    # transformers private: Trainer._save_checkpoint(model, trial), what the training loop calls on a save step
+    # (ArcGRPOTrainer overrides it to spare protected checkpoints from the rotation).
+    trainer._save_checkpoint(trainer.model, trial=None)
+
+
+def scale_scheduler_lr(lr_scheduler, factor: float) -> None:
+    """Multiply a restored scheduler's current learning rates by `factor` (what `get_last_lr()` reports until its
+    next step)."""
+    # torch private: LRScheduler._last_lr, the value get_last_lr() returns (and transformers logs) until step()
+    if hasattr(lr_scheduler, "_last_lr"):
+        lr_scheduler._last_lr = [lr * factor for lr in lr_scheduler._last_lr]

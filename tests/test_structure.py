@@ -1,8 +1,8 @@
 """The shape of the `arc_trl` package: no module over 500 lines, no import cycle among its modules.
 
 Import graph: read with `ast` (nothing is imported), one edge per import executed when a module is loaded: module
-level, including inside top-level `if` / `try` / `with` and class bodies; not inside functions, and not under
-`if TYPE_CHECKING:`. `import a.b` and `from a.b import c` point at `a.b`, or at `a.b.c` when that is a module;
+level, including inside top-level `if` / `try` / `with` and class bodies, and under `if TYPE_CHECKING:` (a type-only
+import still ties the two modules together: issue 23 counts such pairs as cycles); not inside functions. `import a.b` and `from a.b import c` point at `a.b`, or at `a.b.c` when that is a module;
 parent packages are not added (their `__init__` runs first, but a package re-exporting its modules is not a cycle).
 The modules of `arc_trl/sandbox/child/` import each other by their bare names (the zygote runs them as scripts), and
 are resolved as such. A cycle is a strongly connected component of more than one module.
@@ -30,11 +30,6 @@ def module_files() -> dict[str, Path]:
     return modules
 
 
-def _is_type_checking(test: ast.expr) -> bool:
-    return (isinstance(test, ast.Name) and test.id == "TYPE_CHECKING") or (
-        isinstance(test, ast.Attribute) and test.attr == "TYPE_CHECKING")
-
-
 def _load_time_imports(nodes: list[ast.stmt]) -> list[ast.Import | ast.ImportFrom]:
     """The import statements run when the module is loaded (see the module docstring)."""
     found: list[ast.Import | ast.ImportFrom] = []
@@ -45,8 +40,6 @@ def _load_time_imports(nodes: list[ast.stmt]) -> list[ast.Import | ast.ImportFro
             found.append(node)
         elif isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
             continue
-        elif isinstance(node, ast.If) and _is_type_checking(node.test):
-            pending.extend(node.orelse)
         else:
             pending.extend(child for child in ast.iter_child_nodes(node) if isinstance(child, ast.stmt))
             for handler in getattr(node, "handlers", []):  # try / except bodies

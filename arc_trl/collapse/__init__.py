@@ -3,7 +3,8 @@ run's healthy level) and warn/stop/rollback actions.
 
 See docs/collapse.md. Modules: `signals` (repetition over model tokens), `detector` (pure rules and labels),
 `settings` (from ArcConfig), `callback` (the TrainerCallback), `loop` (train, then stop or roll back in place),
-`rollback` (stop report, discarded checkpoints), `trainer_access` (the only private trainer members used).
+`rollback` (stop report, discarded checkpoints); the private trainer members the rollback needs are in
+`arc_trl.trl_internals`.
 """
 
 from arc_trl.collapse.detector import (

@@ -33,6 +33,7 @@ from typing import Any
 from transformers import TrainerCallback
 
 from arc_trl.collapse.detector import COLLAPSE, OK, CollapseDetector, DetectorSettings, Verdict
+from arc_trl.trl_internals import scale_scheduler_lr
 
 ACTIONS = ("off", "warn", "stop", "rollback")
 LOG_FILE = "collapse_guard.jsonl"
@@ -175,8 +176,7 @@ def scale_learning_rate(optimizer, lr_scheduler, factor: float) -> None:
     """Multiply the current and the scheduled learning rate (restored from a checkpoint) by `factor`."""
     if lr_scheduler is not None and hasattr(lr_scheduler, "base_lrs"):
         lr_scheduler.base_lrs = [lr * factor for lr in lr_scheduler.base_lrs]
-        if hasattr(lr_scheduler, "_last_lr"):
-            lr_scheduler._last_lr = [lr * factor for lr in lr_scheduler._last_lr]
+        scale_scheduler_lr(lr_scheduler, factor)
     if optimizer is not None:
         for group in optimizer.param_groups:
             group["lr"] *= factor

@@ -8,7 +8,7 @@ transformers' resume path loads the checkpoint into the objects the trainer alre
 parameters), the optimizer state into the existing optimizer (not re-created: `create_optimizer` keeps an optimizer
 it already has), a scheduler re-created on that optimizer and loaded, the trainer state (global step, log history),
 the RNG states and the data position. Before that call the loop clears the collapsed optimizer state in place (so
-that two copies never coexist in memory) and resets TRL's generation state (`trainer_access.reset_generation_state`:
+that two copies never coexist in memory) and resets TRL's generation state (`trl_internals.reset_generation_state`:
 the weights are synced to vLLM at the next generation even when the restored global step equals the step of the
 last sync). The callback then scales the restored learning rate by `collapse_lr_scale` per rollback. Nothing is
 built twice, so a rollback costs no memory beyond the loaded checkpoint (issue 24: a second trainer had built a
@@ -45,7 +45,7 @@ def train_with_guard(arc, args, make_trainer, resume: str | None):
     try:
         guard = attach_collapse_guard(trainer, arc, args, multiplier, rollbacks)
         if guard is not None and arc.collapse_guard == "rollback" and resume is None:
-            from arc_trl.collapse.trainer_access import save_checkpoint_now
+            from arc_trl.trl_internals import save_checkpoint_now
 
             guard.save_initial = lambda: save_checkpoint_now(trainer)
         while True:
@@ -84,7 +84,7 @@ def prepare_rollback(trainer) -> None:
     """Before `trainer.train(resume_from_checkpoint=...)` is called again on a trainer that collapsed: free the
     collapsed optimizer state and gradients (the checkpoint's are loaded in their place; a checkpoint without
     optimizer state then starts the optimizer afresh, as a new trainer would) and reset TRL's generation state."""
-    from arc_trl.collapse.trainer_access import reset_generation_state
+    from arc_trl.trl_internals import reset_generation_state
 
     optimizer = getattr(trainer, "optimizer", None)
     if optimizer is not None:
