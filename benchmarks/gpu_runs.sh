@@ -13,11 +13,12 @@
 # finished (OUT: results.json and a tarball of logs, trainer states, metrics and GPU memory samples). A stage may also
 # run in the foreground: `bash benchmarks/gpu_runs.sh STAGE $OUT` (each fits one call, except learning and 8b).
 # Stages:
-#   learning the realistic GPU policy (Qwen3-0.6B shape: SFT student + longer-SFT teacher), GRPO + OPD from the
-#            student, the GRPO-only control, held-out evaluations, one stage at a time (~27 min on an H100: more than
-#            one machine's 30 minutes with the transfers, so the runs of docs/learning.md used `learn`, then `control`
-#            on a second machine). One stage at a time: vLLM 0.26 counts other processes' memory against its budget.
-#   learn    learning without the control (~15 min); control: model, student, the control and its evaluation
+#   learning the whole experiment of configs/gpu/learning/profile.yaml (scripts/demo_learning.py --list: policy,
+#            teachers, held-out evaluations, GRPO + OPD and GRPO alone for each seed; ~75-80 min on an H100, so it is
+#            split over machines with --only/--with-needs and merged with --report). One stage at a time: vLLM 0.26
+#            counts other processes' memory against its budget.
+#   learn    the same stages as learning; control: the GRPO-only arm of seed SEED (default 0) and its evaluations,
+#            with what it needs (model, student)
 #   policy   only the policy and its evaluations (the first stages of `learning`)
 #   mismatch trainer/vLLM mismatch with LoRA, and with token-level IS correction (the full fine-tune is `learning`)
 #   scheduling  lock-step vs per-episode rollouts vs the continuous-batch floor (benchmarks/scheduling_bench.py)
@@ -27,6 +28,11 @@
 #            `stash .gpu5` calls before, see .gpu4/README.txt; builds the student first if it is missing)
 #   zero     trainer benchmark (gpu_trainer_bench.py, Qwen3-0.6B and 8B LoRA shapes) on 1 GPU and, where the
 #            machine has them, DeepSpeed ZeRO-2/3 on 2 and 4 GPUs (needs deepspeed: EXTRA="deepspeed==0.19.8")
+#   collapse the collapse guard on the 0.6B policy (docs/collapse.md, GPU): the step-2 collapse of lr 1e-4 with the
+#            default guard, rollback acting on it, a provoked collapse with and without rollback (peak memory)
+#   collapse8b  one provoked rollback of the 8B one-GPU recipe (peak memory, time to recover)
+#   teachers the privileged teacher, the student and the teacher's teacher_kl (demo_learning stages, ONLY=...)
+#   profile  benchmarks/profile_step.py on the 0.6B learning step for same-loss config variants (VARIANTS=...)
 # Back here: python scripts/demo_learning.py --configs configs/gpu/learning --report RESULTS_JSON rewrites the docs.
 set -uo pipefail
 stage=${1:?stage}; out=${2:?output dir or folder}
@@ -92,11 +98,11 @@ limit=${LIMIT:-570}  # seconds for the stage's main command (a device call may r
 demo=(python3 scripts/demo_learning.py --configs configs/gpu/learning --out "$learning" --resume --no-docs)
 
 case $stage in
-  learning) run learning "${LIMIT:-3000}" "${demo[@]}" --ablation ;;
+  learning) run learning "${LIMIT:-3000}" "${demo[@]}" ;;
   policy)   run policy "$limit" "${demo[@]}" --until eval-teacher ;;
   student)  run student "$limit" "${demo[@]}" --until student ;;
   learn)    run learn "${LIMIT:-3000}" "${demo[@]}" ;;               # learning without the control, one stage at a time
-  control)  run control "${LIMIT:-3000}" "${demo[@]}" --ablation --only model,student,grpo-only,eval-grpo-only ;;
+  control)  run control "${LIMIT:-3000}" "${demo[@]}" --only "grpo-only-s${SEED:-0},eval-grpo-only-s${SEED:-0}*" --with-needs ;;
   mismatch)  # LoRA beside the full fine-tune of `learn`, and token-level IS beside TRL's sequence-level default
     [ -f "$learning/student/model.safetensors" ] || run policy-sft "$limit" "${demo[@]}" --until teacher
     common=(--config configs/gpu/learning/grpo-opd.yaml --model_name_or_path "$learning/student"
@@ -164,7 +170,7 @@ case $stage in
       --collapse_guard rollback --save_strategy steps --save_steps 2 --output_dir "$work/runs/collapse-early-rollback"
     # 3. the provoked collapse of the issue, peak device memory with a rollback and without one
     provoked=(--learning_rate 1.0 --weight_decay 1.0 --warmup_steps 3 --collapse_baseline_steps 3 --collapse_window 1
-              --save_strategy steps --save_steps 1 --max_steps 6)
+              --save_strategy steps --save_steps 1 --save_total_limit 2 --max_steps 6)
     run collapse-provoked-warn 300 python3 scripts/train.py "${common[@]}" "${provoked[@]}" --collapse_guard warn \
       --output_dir "$work/runs/collapse-provoked-warn"
     run collapse-provoked-rollback 400 python3 scripts/train.py "${common[@]}" "${provoked[@]}" \
