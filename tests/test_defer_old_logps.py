@@ -24,7 +24,7 @@ class FakeTeacher:
         return [[-1.0 - 0.1 * (k % 5) for k in range(len(s) - p)] for s, p in zip(sequences, prompt_lengths)]
 
 
-def _trainer(model_dir, out, mode: str, teacher: bool):
+def _trainer(model_dir, out, mode: str, teacher: bool, **grpo):
     from trl import GRPOConfig, ModelConfig
 
     from arc_trl.config import ArcConfig
@@ -32,12 +32,13 @@ def _trainer(model_dir, out, mode: str, teacher: bool):
     from arc_trl.train_entry import load_tokenizer
     from arc_trl.trainer import ArcGRPOTrainer
 
+    grpo = dict(dict(per_device_train_batch_size=4, max_steps=1), **grpo)
     teacher_args = dict(teacher_backend="server", teacher_server_url="http://unused", teacher_tau=0.7,
                         teacher_logprob_clip=0.5) if teacher else {}
     arc = ArcConfig(max_turns=1, max_tokens_per_turn=64, sandbox_workers=1, **teacher_args)
     args = GRPOConfig(
-        output_dir=str(out), per_device_train_batch_size=4, num_generations=2, max_completion_length=64,
-        max_steps=1, use_cpu=True, bf16=False, report_to=[], seed=0, beta=0.0, vllm_importance_sampling_mode=mode,
+        output_dir=str(out), num_generations=2, max_completion_length=64, use_cpu=True, bf16=False, report_to=[],
+        seed=0, beta=0.0, vllm_importance_sampling_mode=mode, **grpo,
     )
     tokenizer, _ = load_tokenizer(ModelConfig(model_name_or_path=str(model_dir)), arc)
     dataset = build_dataset(load_tasks("arc-agi-1/train", ids=["6150a2bd", "67a3c6ac"]), "repl", tokenizer=tokenizer)
@@ -142,6 +143,28 @@ def test_deferred_old_logps_give_trls_loss_gradients_and_metrics(tiny_model_dir,
     finally:
         trainer.use_vllm = False
         trainer.close()
+
+
+def test_deferred_training_step_through_trls_buffering_logs_trls_values(tiny_model_dir, tmp_path):
+    """One optimizer step of `Trainer.train` (2 micro-batches from one generation batch, TRL's shuffle and split),
+    with and without the option: the same logged loss and sampling/* means; no no-grad forward with it."""
+    logs, forwards = {}, {}
+    for defer in (False, True):
+        trainer = _trainer(tiny_model_dir, tmp_path / str(defer), "sequence_mask", teacher=True,
+                           per_device_train_batch_size=2, gradient_accumulation_steps=2, logging_steps=1)
+        try:
+            trainer.arc_config.defer_old_logps = defer
+            calls = _count_logps_calls(trainer)
+            trainer.train()
+            logs[defer], forwards[defer] = trainer.state.log_history[0], calls[0]
+        finally:
+            trainer.use_vllm = False
+            trainer.close()
+    assert forwards == {False: 3, True: 2}  # 2 training forwards, plus TRL's no-grad one without the option
+    # The option logs sampling/* per micro-batch and the log averages them: means agree with TRL's batch values when
+    # the micro-batches hold as many tokens (here: one SUBMIT and one WRONG completion each); min / max need not.
+    keys = ["loss", "sampling/sampling_logp_difference/mean", "sampling/importance_sampling_ratio/mean"]
+    assert {k: logs[True][k] for k in keys} == pytest.approx({k: logs[False][k] for k in keys}, rel=1e-4, abs=1e-6)
 
 
 def test_deferred_reverse_kl_teacher_term_matches(tiny_model_dir, tmp_path):
