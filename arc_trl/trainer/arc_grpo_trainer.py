@@ -7,6 +7,8 @@ A thin subclass: `__init__` wires the pieces and each override is a short hook i
 - the teacher term: `teacher_term.py`; the batch metrics: `batch_metrics.py`; the step-time budget:
   `step_timing.py` (`time/*`: `_generate`, `training_step`, the sandbox pool, `vllm_generation.sync_weights`, the
   optimizer step); rollout dumps: `rollout_dump.py`;
+- `defer_old_logps` (off by default): TRL's old-log-prob forward skipped, the vLLM IS ratio and the teacher term
+  computed per micro-batch from the training forward (`_compute_loss`, `_at_loss_time`);
 - TRL's and vLLM's private members: only through `arc_trl.trl_internals`.
 Everything else (sampling, weight sync, clipping, logging, checkpointing) is TRL's.
 """
@@ -213,6 +215,7 @@ class ArcGRPOTrainer(GRPOTrainer):
         vllm_mode = self.vllm_importance_sampling_mode
         clip_min, clip_max = self.vllm_importance_sampling_clip_min, self.vllm_importance_sampling_clip_max
         sampler, mask = inputs["sampling_per_token_logps"], loss_mask(inputs)
+        logps = logps.to(sampler.device)  # device_map="auto": the last layer may sit on another GPU than the batch
         ratio = importance_sampling_ratio(logps, sampler, mask, vllm_mode, clip_min, clip_max)
         inputs["importance_sampling_ratio"] = ratio
         log_metrics(self, mode, trl_sampling_metrics(self.accelerator, logps, sampler, mask, ratio,
