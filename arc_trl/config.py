@@ -199,6 +199,15 @@ class ArcConfig:
                   "model, which writes no code, produces the config's longest multi-turn episodes (docs/memory.md). "
                   "Needs use_vllm and rollout_scheduling: lockstep."},
     )
+    defer_old_logps: bool = field(
+        default=False,
+        metadata={"help": "Skip TRL's no-grad forward that recomputes the old log-probs for vLLM's importance-sampling "
+                  "correction (a full forward over the generation batch: ~8-10% of a step, docs/benchmarks.md) and "
+                  "take them from the training forward's detached log-probs instead, as TRL does without vLLM. "
+                  "Exact only when the policy does not change between scoring and the loss: needs num_iterations: 1 "
+                  "and gradient_accumulation_steps a multiple of steps_per_generation, and not loss_type: vespo or "
+                  "off_policy_mask_threshold. Applies with use_vllm and vllm_importance_sampling_correction."},
+    )
     check_loss_mask: bool = field(
         default=True, metadata={"help": "Fail loudly when a batch has no trainable (model) tokens."}
     )
@@ -253,6 +262,25 @@ class ArcConfig:
         self._check_collapse_guard()
         if self.adv_tau == 0 and self.teacher_tau == 0:
             raise ValueError("adv_tau and teacher_tau are both 0: the loss would be empty")
+
+    def check_with(self, args) -> None:
+        """The checks that need TRL's `GRPOConfig` `args` too (ValueError naming the key)."""
+        if not self.defer_old_logps:
+            return
+        steps_per_generation = args.steps_per_generation or args.gradient_accumulation_steps
+        problems = []
+        if args.num_iterations != 1:
+            problems.append(f"num_iterations: 1 (got {args.num_iterations})")
+        if args.gradient_accumulation_steps % steps_per_generation:
+            problems.append(f"gradient_accumulation_steps a multiple of steps_per_generation (got "
+                            f"{args.gradient_accumulation_steps} and {steps_per_generation})")
+        if args.loss_type == "vespo":
+            problems.append("a loss_type other than vespo (it reads the importance-sampling ratio itself)")
+        if args.off_policy_mask_threshold is not None:
+            problems.append(f"off_policy_mask_threshold unset (got {args.off_policy_mask_threshold})")
+        if problems:
+            raise ValueError("defer_old_logps: true is exact only when the policy does not change between scoring "
+                             "and the loss; it needs " + "; ".join(problems))
 
     def _check_collapse_guard(self) -> None:
         from arc_trl.collapse.settings import detector_settings, parse_thresholds

@@ -32,6 +32,10 @@ def parse_config(argv: list[str] | None = None) -> tuple[ArcConfig, GRPOConfig, 
         raise SystemExit(f"error{where}: {exc}") from exc
     if model_args.model_name_or_path is None:
         raise SystemExit(f"error: model_name_or_path is not set ({config_path or 'command line'})")
+    try:
+        arc.check_with(args)
+    except ValueError as exc:
+        raise SystemExit(f"error in {config_path or 'command line'}: {exc}") from exc
     if arc.use_unsloth:  # config-only checks, before any model or data is loaded
         from arc_trl.unsloth_support import UnslothConfigError, check_unsloth_config
 

@@ -5,6 +5,10 @@ TRL or vLLM upgrade is checked in this file (and its two module-level patches, b
 
 - `generate_single_turn`: `GRPOTrainer._generate_single_turn`, one turn through TRL's generation backend;
 - `per_token_logps`: `GRPOTrainer._get_per_token_logps_and_entropies`, log-probs through TRL's (fused) LM head;
+- `watch_per_token_logps`: the same method, wrapped for one `_compute_loss` so that the training forward's
+  log-probs are seen before TRL reads the batch's importance-sampling ratio and advantages (`defer_old_logps`);
+- `without_old_logps`: `GRPOTrainer.vllm_importance_sampling_correction`, switched off for one
+  `_generate_and_score_completions` to skip its old-log-prob forward (`defer_old_logps`);
 - `log_metrics`, `overwrite_last_metric`: `GRPOTrainer._metrics`, the values TRL averages into each log;
 - `checkpoint_folder`: `Trainer._get_output_dir`, where checkpoints are written;
 - `sync_weights_once_per_step`: `GRPOTrainer._last_loaded_step`, the step whose weights vLLM holds;
@@ -31,6 +35,7 @@ version patches replace module-level functions before anything runs, each in its
 from __future__ import annotations
 
 from collections.abc import Callable
+from contextlib import contextmanager
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
@@ -52,6 +57,43 @@ def per_token_logps(trainer, model, input_ids: Int[Tensor, "batch seq"], attenti
     logps, _, _ = trainer._get_per_token_logps_and_entropies(model, input_ids, attention_mask, logits_to_keep,
                                                             batch_size=batch_size)
     return logps
+
+
+@contextmanager
+def watch_per_token_logps(trainer, seen: Callable[[Tensor], None]):
+    """Within: each `GRPOTrainer._get_per_token_logps_and_entropies` call hands its log-probs, detached, to `seen`
+    before returning them (TRL's `_compute_loss` makes one call, the training forward, before it reads
+    `importance_sampling_ratio` / `advantages` / `ref_per_token_logps` from the batch)."""
+    name = "_get_per_token_logps_and_entropies"
+    saved = trainer.__dict__.get(name)  # an instance attribute (a test's counter) or None: the class's method
+    inner = getattr(trainer, name)
+
+    def watched(*args, **kwargs):
+        result = inner(*args, **kwargs)
+        seen(result[0].detach())
+        return result
+
+    setattr(trainer, name, watched)
+    try:
+        yield
+    finally:
+        if saved is None:
+            delattr(trainer, name)
+        else:
+            setattr(trainer, name, saved)
+
+
+@contextmanager
+def without_old_logps(trainer):
+    """Within: TRL's `_generate_and_score_completions` treats the vLLM importance-sampling correction as off: it
+    skips the no-grad old-log-prob forward (when generation and optimizer steps are aligned), and computes and logs
+    no ratio, no `sampling/*` metrics; it keeps `sampling_per_token_logps` in the batch (that flag gates nothing else
+    in TRL 1.16 but the loss's `* importance_sampling_ratio`, read after the flag is restored)."""
+    saved, trainer.vllm_importance_sampling_correction = trainer.vllm_importance_sampling_correction, False
+    try:
+        yield
+    finally:
+        trainer.vllm_importance_sampling_correction = saved
 
 
 def log_metrics(trainer, mode: str, values: dict[str, float]) -> None:

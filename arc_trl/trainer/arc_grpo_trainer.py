@@ -7,6 +7,8 @@ A thin subclass: `__init__` wires the pieces and each override is a short hook i
 - the teacher term: `teacher_term.py`; the batch metrics: `batch_metrics.py`; the step-time budget:
   `step_timing.py` (`time/*`: `_generate`, `training_step`, the sandbox pool, `vllm_generation.sync_weights`, the
   optimizer step); rollout dumps: `rollout_dump.py`;
+- `defer_old_logps` (off by default): TRL's old-log-prob forward skipped, the vLLM IS ratio and the teacher term
+  computed per micro-batch from the training forward (`_compute_loss`, `_at_loss_time`);
 - TRL's and vLLM's private members: only through `arc_trl.trl_internals`.
 Everything else (sampling, weight sync, clipping, logging, checkpointing) is TRL's.
 """
@@ -19,12 +21,24 @@ from arc_trl.chat_template import end_of_turn_id
 from arc_trl.config import ArcConfig
 from arc_trl.rollout.arc_rollout import ArcRollout
 from arc_trl.rollout.settings import RolloutSettings
-from arc_trl.trainer.batch_metrics import episode_metrics, sampling_mismatch_metrics, teacher_metrics
-from arc_trl.trainer.loss_mask import EmptyLossMaskError, check_loss_mask, mask_truncated_episodes
+from arc_trl.trainer.batch_metrics import (
+    episode_metrics,
+    sampling_mismatch_metrics,
+    teacher_metrics,
+    trl_sampling_metrics,
+)
+from arc_trl.trainer.loss_mask import EmptyLossMaskError, check_loss_mask, loss_mask, mask_truncated_episodes
 from arc_trl.trainer.rollout_dump import dump_rollouts
+from arc_trl.trainer.sampling_mismatch import importance_sampling_ratio
 from arc_trl.trainer.step_timing import StepBudget, StepBudgetCallback, StepClock, TimedPool, timed_method
-from arc_trl.trainer.teacher_term import TeacherTerm, build_teacher
-from arc_trl.trl_internals import checkpoint_folder, log_metrics, overwrite_last_metric
+from arc_trl.trainer.teacher_term import TEACHER_LOGPS, TeacherTerm, build_teacher
+from arc_trl.trl_internals import (
+    checkpoint_folder,
+    log_metrics,
+    overwrite_last_metric,
+    watch_per_token_logps,
+    without_old_logps,
+)
 
 __all__ = ["ArcGRPOTrainer", "EmptyLossMaskError"]
 
@@ -51,6 +65,7 @@ class ArcGRPOTrainer(GRPOTrainer):
         use_torch_logprob_on_cpu()  # TRL 1.15 on CPU only (arc_trl/trl_compat.py)
 
         self.arc_config = arc = arc_config
+        arc.check_with(args)
         if arc.teacher_loss == "reverse_kl" and arc.teacher_tau > 0 and args.beta != 0.0:
             raise ValueError(
                 "teacher_loss=reverse_kl uses TRL's KL term with the teacher as reference; set beta: 0.0 "
@@ -123,8 +138,13 @@ class ArcGRPOTrainer(GRPOTrainer):
         # GRPOTrainer's hook between generation and the loss: the rollout gets the dataset rows, then the batch gets
         # the budget-ended episodes masked, the metrics, the loss-mask check, the teacher term and the rollout dump.
         self.teacher_term.start_batch(inputs)
+        deferred = self.defers_old_logps()
         with self.rollout.rows_for(inputs):
-            output = super()._generate_and_score_completions(inputs)
+            if deferred:  # no old-log-prob forward, no IS ratio yet: both come from the training forward
+                with without_old_logps(self):
+                    output = super()._generate_and_score_completions(inputs)
+            else:
+                output = super()._generate_and_score_completions(inputs)
         mode = "train" if self.model.training else "eval"
         episodes = self.rollout.last_episodes
         if self.mask_truncated_completions:
@@ -133,7 +153,7 @@ class ArcGRPOTrainer(GRPOTrainer):
         log_metrics(self, mode, metrics)
         if metrics:  # TRL's clipped_ratio (last token not EOS) misses budget endings
             overwrite_last_metric(self, mode, "completions/clipped_ratio", metrics["episode/truncated_rate"])
-        if self.use_vllm and self.vllm_importance_sampling_correction:
+        if self.use_vllm and self.vllm_importance_sampling_correction and not deferred:  # deferred: at loss time
             log_metrics(self, mode, sampling_mismatch_metrics(
                 self.accelerator, output, self.vllm_importance_sampling_mode,
                 self.vllm_importance_sampling_clip_min, self.vllm_importance_sampling_clip_max,
@@ -143,7 +163,7 @@ class ArcGRPOTrainer(GRPOTrainer):
         if self.arc_config.check_loss_mask:
             check_loss_mask(output, episodes)
         if self.teacher is not None:
-            stats = self.teacher_term.apply(inputs, episodes, output)
+            stats = self.teacher_term.apply(inputs, episodes, output, deferred=deferred)
             log_metrics(self, mode, teacher_metrics(self.accelerator, stats))
         if self.arc_config.dump_rollouts and mode == "train" and self.accelerator.is_main_process:
             dump_rollouts(self.args.output_dir, self.state.global_step, episodes, self._last_rewards,
@@ -172,6 +192,38 @@ class ArcGRPOTrainer(GRPOTrainer):
             return super().compute_loss(model, inputs, return_outputs, num_items_in_batch)
         finally:
             self.beta = saved_beta
+
+    def defers_old_logps(self) -> bool:
+        """`defer_old_logps` in effect: the option is on and TRL would recompute old log-probs for vLLM's IS
+        correction (read at each batch: tests switch `use_vllm` on after construction)."""
+        return bool(self.arc_config.defer_old_logps and self.use_vllm and self.vllm_importance_sampling_correction)
+
+    def _compute_loss(self, model, inputs):
+        # GRPOTrainer._compute_loss; for a batch scored with defer_old_logps (no old_per_token_logps), the IS ratio,
+        # TRL's sampling/* metrics and the teacher term are computed from the training forward's detached log-probs
+        # the moment it returns, before TRL reads them from `inputs`: what TRL computes at scoring time from its
+        # no-grad forward over the same (unchanged) weights.
+        if not self.defers_old_logps() or "old_per_token_logps" in inputs:
+            return super()._compute_loss(model, inputs)
+        with watch_per_token_logps(self, lambda logps: self._at_loss_time(inputs, logps)):
+            return super()._compute_loss(model, inputs)
+
+    def _at_loss_time(self, inputs, logps) -> None:
+        """`defer_old_logps`: a micro-batch's IS ratio, `sampling/*` metrics and teacher term from `logps`, the
+        training forward's detached log-probs (in place)."""
+        mode = "train" if self.model.training else "eval"
+        vllm_mode = self.vllm_importance_sampling_mode
+        clip_min, clip_max = self.vllm_importance_sampling_clip_min, self.vllm_importance_sampling_clip_max
+        sampler, mask = inputs["sampling_per_token_logps"], loss_mask(inputs)
+        logps = logps.to(sampler.device)  # device_map="auto": the last layer may sit on another GPU than the batch
+        ratio = importance_sampling_ratio(logps, sampler, mask, vllm_mode, clip_min, clip_max)
+        inputs["importance_sampling_ratio"] = ratio
+        log_metrics(self, mode, trl_sampling_metrics(self.accelerator, logps, sampler, mask, ratio,
+                                                     sequence_level=vllm_mode.startswith("sequence")))
+        log_metrics(self, mode, sampling_mismatch_metrics(self.accelerator, inputs | {"old_per_token_logps": logps},
+                                                          vllm_mode, clip_min, clip_max))
+        if TEACHER_LOGPS in inputs:
+            self.teacher_term.at_loss_time(inputs, logps)
 
     def _save_checkpoint(self, model, trial) -> None:
         # Trainer._save_checkpoint, with the rotation (`save_total_limit`) sparing the checkpoints that a callback's

@@ -100,6 +100,41 @@ def sampling_mismatch_metrics(accelerator, output: dict[str, Any], mode: str, cl
     }
 
 
+def trl_sampling_metrics(accelerator, trainer_logps, sampler_logps, model_mask, is_ratio,
+                         sequence_level: bool) -> dict[str, float]:
+    """The `sampling/*` metrics TRL 1.16 logs with its vLLM importance-sampling correction
+    (`_generate_and_score_completions`), op for op: the |logp_trainer - logp_vLLM| mean/max over model tokens with a
+    sampler value, the ratio's min/mean/max (over sequences in `sequence_*` modes, over model tokens otherwise);
+    per-process values combined as TRL combines them. For `defer_old_logps`, which computes them at loss time."""
+    device = trainer_logps.device
+    zero = torch.tensor(0.0, device=device)
+    mask = model_mask.bool()
+    delta = torch.abs(trainer_logps - sampler_logps)
+    delta = delta[mask & ~torch.isnan(delta)]
+    flat = is_ratio.flatten() if sequence_level else is_ratio[mask]
+
+    def stat(op, values):
+        return op(values) if values.numel() > 0 else zero
+
+    mean_delta, max_delta = accelerator.gather(stat(torch.mean, delta)), accelerator.gather(stat(torch.max, delta))
+    ratio_min = accelerator.gather(stat(torch.min, flat))
+    ratio_mean = accelerator.gather(stat(torch.mean, flat))
+    ratio_max = accelerator.gather(stat(torch.max, flat))
+    return {
+        "sampling/sampling_logp_difference/mean": mean_delta.mean().item(),
+        "sampling/sampling_logp_difference/max": max_delta.max().item(),
+        "sampling/importance_sampling_ratio/min": _nan_reduce(ratio_min, torch.min),
+        "sampling/importance_sampling_ratio/mean": ratio_mean.nanmean().item(),
+        "sampling/importance_sampling_ratio/max": _nan_reduce(ratio_max, torch.max),
+    }
+
+
+def _nan_reduce(values, op) -> float:
+    """TRL's nanmin / nanmax: the min / max over the non-NaN values (NaN when all are NaN)."""
+    values = values[~torch.isnan(values)]
+    return op(values).item() if values.numel() else float("nan")
+
+
 # ---------------------------------------------------------------------------------------------------- teacher
 def teacher_metrics(accelerator, stats: TeacherStats) -> dict[str, float]:
     """`teacher_kl`, `teacher_logp`, ...: this process's `TeacherStats`, averaged over all model tokens."""

@@ -29,6 +29,29 @@ class MismatchCounts:
     clipped_episodes: int  # sequences with at least one clipped model token
 
 
+def importance_sampling_ratio(
+    trainer_logps: Float[Tensor, "batch seq"],
+    sampler_logps: Float[Tensor, "batch seq"],  # NaN where the sampler gave no value
+    model_mask: Shaped[Tensor, "batch seq"],
+    mode: str,
+    clip_min: float | None,
+    clip_max: float | None,
+) -> Float[Tensor, "batch seq_or_1"]:
+    """TRL 1.16's vLLM importance-sampling ratio (`_generate_and_score_completions`), op for op: (B, T) in `token_*`
+    modes, (B, 1) in `sequence_*` modes (`defer_old_logps` computes it at loss time with this)."""
+    if mode not in IS_MODES:
+        raise ValueError(f"vllm_importance_sampling_mode={mode!r} is not one of {', '.join(IS_MODES)}")
+    diff = torch.nan_to_num((trainer_logps - sampler_logps) * model_mask, nan=0.0)
+    if mode.startswith("sequence"):
+        diff = diff.sum(dim=-1, keepdim=True)
+    ratio = torch.exp(diff)
+    if mode.endswith("truncate"):
+        return torch.clamp(ratio, min=clip_min, max=clip_max)
+    low = -math.inf if clip_min is None else clip_min
+    high = math.inf if clip_max is None else clip_max
+    return ratio.masked_fill((ratio < low) | (ratio > high), value=0.0)
+
+
 def importance_sampling_hits(
     trainer_logps: Float[Tensor, "batch seq"],
     sampler_logps: Float[Tensor, "batch seq"],  # NaN where the sampler gave no value

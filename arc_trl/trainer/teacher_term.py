@@ -19,6 +19,9 @@ from arc_trl.opd import TeacherStats, opd_advantages, teacher_log_ratio, teacher
 from arc_trl.trainer.loss_mask import loss_mask
 from arc_trl.trl_internals import per_token_logps
 
+# `defer_old_logps`: the batch keys that carry the teacher term to the loss (`TeacherTerm.at_loss_time`)
+TEACHER_LOGPS, BASE_ADVANTAGES = "arc_teacher_logps", "arc_base_advantages"
+
 
 def build_teacher(trainer):
     """The teacher of `trainer.arc_config.teacher_backend` (None for `none`)."""
@@ -102,8 +105,14 @@ class TeacherTerm:
             return per_token_logps(trainer, trainer.model, ids, att, output["completion_ids"].size(1),
                                    batch_size=trainer.args.per_device_train_batch_size)
 
-    def apply(self, inputs, episodes, output) -> TeacherStats:
-        """Add the teacher term to the batch `output` (in place); this process's statistics of it."""
+    def apply(self, inputs, episodes, output, deferred: bool = False) -> TeacherStats:
+        """Add the teacher term to the batch `output` (in place); this process's statistics of it.
+
+        `deferred` (`defer_old_logps`): the batch has no old log-probs, so the term itself waits for the training
+        forward (`at_loss_time`): the batch keeps the teacher's log-probs and the GRPO advantages under keys of its
+        own (TRL splits every batch tensor per micro-batch along dim 0). The statistics (`teacher_kl`, ...) are then
+        taken against the sampler's (vLLM's) log-probs instead of the trainer's, tokens without a sampler value
+        counting as missing."""
         arc = self.trainer.arc_config
         with self.trainer.step_clock.phase("teacher"):  # in-process forwards, or the wait for a server's results
             scores = self.scores(inputs, episodes)
@@ -116,7 +125,9 @@ class TeacherTerm:
         student_logps = self.student_logps(output).detach().to(completion_ids.device)
         mask = loss_mask(output)
         clip = arc.teacher_logprob_clip
-        if arc.teacher_loss == "advantage":
+        if deferred:
+            output[TEACHER_LOGPS], output[BASE_ADVANTAGES] = teacher_logps, output["advantages"]
+        elif arc.teacher_loss == "advantage":
             output["advantages"] = opd_advantages(
                 output["advantages"], teacher_logps, student_logps, mask, arc.adv_tau, arc.teacher_tau, clip
             )
@@ -125,3 +136,21 @@ class TeacherTerm:
             diff, _, _ = teacher_log_ratio(teacher_logps, student_logps, mask, clip)
             output["ref_per_token_logps"] = student_logps + diff
         return teacher_stats(teacher_logps, student_logps, mask, clip)
+
+    def at_loss_time(self, inputs: dict[str, Any], student_logps: Float[Tensor, "batch seq"]) -> None:
+        """`defer_old_logps`: the teacher term of a micro-batch (stored by `apply(..., deferred=True)`) from the
+        training forward's detached log-probs, exactly as `apply` computes it from the old ones; in place, before
+        TRL's `_compute_loss` reads `advantages` / `ref_per_token_logps`."""
+        arc = self.trainer.arc_config
+        teacher_logps, advantages = inputs[TEACHER_LOGPS], inputs[BASE_ADVANTAGES]
+        student_logps = student_logps.to(teacher_logps.device)
+        mask = loss_mask(inputs)
+        clip = arc.teacher_logprob_clip
+        if arc.teacher_loss == "advantage":
+            inputs["advantages"] = opd_advantages(
+                advantages, teacher_logps, student_logps, mask, arc.adv_tau, arc.teacher_tau, clip
+            )
+        else:
+            inputs["advantages"] = arc.adv_tau * advantages
+            diff, _, _ = teacher_log_ratio(teacher_logps, student_logps, mask, clip)
+            inputs["ref_per_token_logps"] = student_logps + diff
