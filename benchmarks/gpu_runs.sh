@@ -195,6 +195,22 @@ case $stage in
     run teachers "${LIMIT:-3000}" "${demo[@]}" \
       --only "${ONLY:-teacher-privileged,eval-student,eval-teacher-privileged,kl-teacher-privileged}" --with-needs
     ;;
+  defer)  # issue 25: defer_old_logps off vs on, one after the other on one machine, from a student SFT'd 64 steps
+    # (a short warm start that writes code, to fit the last minutes of a session's device time)
+    student=$work/student64
+    if [ ! -f "$student/model.safetensors" ]; then
+      python3 scripts/build_tiny_model.py --shape qwen3-0.6b --device cuda --out "$work/model" > /dev/null
+      run student64 300 python3 scripts/sft.py --config configs/gpu/learning/sft-student.yaml \
+        --model_name_or_path "$work/model" --output_dir "$student" --max_steps 64
+    fi
+    for v in ${VARIANTS:-off on}; do
+      run "defer-$v" 300 python3 benchmarks/profile_step.py --out "$work/bench/defer_$v.json" -- \
+        --config configs/gpu/learning/grpo-opd.yaml --model_name_or_path "$student" --teacher_model "$student" \
+        --max_steps "${STEPS:-5}" --seed 0 --collapse_guard off --output_dir "$work/runs/defer-$v" \
+        --defer_old_logps "$([ "$v" = on ] && echo true || echo false)"
+      grep -A24 "^sub-phases" "$work/logs/defer-$v.log" | grep -v rank0
+    done
+    ;;
   profile)  # issue 25: sub-phase profile of the 0.6B learning step (benchmarks/profile_step.py) for config variants
     # that leave the loss unchanged (micro-batch size, sandbox workers, teacher batch, scheduling); the teacher is the
     # student's weights (the same forwards as a separate teacher of that shape)
