@@ -89,3 +89,20 @@ def memorized_model_dir(tiny_model_dir, memorized_task, tmp_path_factory):
     out, loss = memorize_episode(tiny_model_dir, tmp_path_factory.mktemp("memorized"), conversation)
     assert loss < 0.05, f"memorisation did not converge (loss {loss})"
     return out
+
+
+_DISTRIBUTED_ENV = ("RANK", "LOCAL_RANK", "WORLD_SIZE", "LOCAL_WORLD_SIZE", "MASTER_ADDR", "MASTER_PORT")
+
+
+@pytest.fixture(autouse=True)
+def _restore_distributed_env():
+    """TRL's colocated vLLM writes RANK/WORLD_SIZE/MASTER_* into os.environ; left behind, they make the next trainer
+    built in this process multi-process (accelerate), whose gathers then fail once a vLLM teardown has destroyed the
+    process group. Each test gets the environment it started with."""
+    saved = {key: os.environ.get(key) for key in _DISTRIBUTED_ENV}
+    yield
+    for key, value in saved.items():
+        if value is None:
+            os.environ.pop(key, None)
+        else:
+            os.environ[key] = value
