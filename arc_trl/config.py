@@ -208,6 +208,13 @@ class ArcConfig:
                   "and gradient_accumulation_steps a multiple of steps_per_generation, and not loss_type: vespo or "
                   "off_policy_mask_threshold. Applies with use_vllm and vllm_importance_sampling_correction."},
     )
+    length_grouped_micro_batches: bool = field(
+        default=True,
+        metadata={"help": "Split each generation batch into micro-batches of episodes of similar length, each trimmed "
+                  "to its own longest (less padding in the loss forwards, docs/benchmarks.md). Applied only where "
+                  "it leaves the loss of an optimizer step unchanged (arc_trl/trainer/micro_batches.py); the "
+                  "trimming of all-padding columns always applies."},
+    )
     check_loss_mask: bool = field(
         default=True, metadata={"help": "Fail loudly when a batch has no trainable (model) tokens."}
     )

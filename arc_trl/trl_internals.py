@@ -10,6 +10,9 @@ TRL or vLLM upgrade is checked in this file (and its two module-level patches, b
 - `without_old_logps`: `GRPOTrainer.vllm_importance_sampling_correction`, switched off for one
   `_generate_and_score_completions` to skip its old-log-prob forward (`defer_old_logps`);
 - `log_metrics`, `overwrite_last_metric`: `GRPOTrainer._metrics`, the values TRL averages into each log;
+- `buffered_micro_batches`, `replace_buffered_micro_batches`: `GRPOTrainer._buffered_inputs`, the micro-batches TRL
+  split a generation batch into (regrouped by length, `trainer/micro_batches.py`);
+- `entropy_bonus_enabled`: `GRPOTrainer._entropy_bonus_enabled` (a per-micro-batch term);
 - `checkpoint_folder`: `Trainer._get_output_dir`, where checkpoints are written;
 - `sync_weights_once_per_step`: `GRPOTrainer._last_loaded_step`, the step whose weights vLLM holds;
 - `wake_for_stream`: `VLLMGeneration._llm_weights_sleeping`, the sleep-mode state of a colocated engine;
@@ -108,6 +111,22 @@ def overwrite_last_metric(trainer, mode: str, key: str, value: float) -> None:
     history = trainer._metrics[mode].get(key)
     if history:
         history[-1] = value
+
+
+def buffered_micro_batches(trainer) -> list[dict[str, Any]] | None:
+    """The micro-batches `GRPOTrainer._prepare_inputs` split its last generation batch into (None before one)."""
+    return trainer._buffered_inputs
+
+
+def replace_buffered_micro_batches(trainer, micro_batches: list[dict[str, Any]]) -> None:
+    """Put `micro_batches` (the same rows, split otherwise) where `_prepare_inputs` reads the next ones from."""
+    assert len(micro_batches) == len(trainer._buffered_inputs)
+    trainer._buffered_inputs = micro_batches
+
+
+def entropy_bonus_enabled(trainer) -> bool:
+    """TRL adds an entropy bonus (a mean per micro-batch) to the loss."""
+    return bool(getattr(trainer, "_entropy_bonus_enabled", False))
 
 
 def checkpoint_folder(trainer, trial) -> str:

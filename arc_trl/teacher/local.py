@@ -14,21 +14,23 @@ from arc_trl.trl_internals import per_token_logps
 
 
 def _completion_logps(forward, sequences, prompt_lengths, batch_size, pad_id, device) -> list[list[float]]:
-    """Right-pad each chunk (positions start at 0, as in generation), run `forward(ids, mask) -> (B, W-1)` next-token
-    log-probs, and slice each row's completion region."""
-    out: list[list[float]] = []
-    for start in range(0, len(sequences), batch_size):
-        seqs = sequences[start : start + batch_size]
-        lens = prompt_lengths[start : start + batch_size]
-        width = max(len(s) for s in seqs)
-        ids = torch.full((len(seqs), width), pad_id, dtype=torch.long)
-        att = torch.zeros((len(seqs), width), dtype=torch.long)
-        for i, s in enumerate(seqs):
-            ids[i, : len(s)] = torch.tensor(s)
-            att[i, : len(s)] = 1
+    """Right-pad chunks of sequences of similar length (positions start at 0, as in generation), run
+    `forward(ids, mask) -> (B, W-1)` next-token log-probs, and slice each row's completion region; rows in the order
+    given."""
+    out: list[list[float]] = [[] for _ in sequences]
+    order = sorted(range(len(sequences)), key=lambda i: len(sequences[i]), reverse=True)  # less padding per chunk
+    for start in range(0, len(order), batch_size):
+        chunk = order[start : start + batch_size]
+        width = max(len(sequences[i]) for i in chunk)
+        ids = torch.full((len(chunk), width), pad_id, dtype=torch.long)
+        att = torch.zeros((len(chunk), width), dtype=torch.long)
+        for row, i in enumerate(chunk):
+            ids[row, : len(sequences[i])] = torch.tensor(sequences[i])
+            att[row, : len(sequences[i])] = 1
         logps = forward(ids.to(device), att.to(device)).float().cpu()  # logps[:, t] = log p(token t+1 | <= t)
-        for i, (s, p) in enumerate(zip(seqs, lens)):
-            out.append(logps[i, p - 1 : len(s) - 1].tolist() if len(s) > p else [])
+        for row, i in enumerate(chunk):
+            s, p = sequences[i], prompt_lengths[i]
+            out[i] = logps[row, p - 1 : len(s) - 1].tolist() if len(s) > p else []
     return out
 
 

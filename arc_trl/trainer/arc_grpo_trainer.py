@@ -7,6 +7,8 @@ A thin subclass: `__init__` wires the pieces and each override is a short hook i
 - the teacher term: `teacher_term.py`; the batch metrics: `batch_metrics.py`; the step-time budget:
   `step_timing.py` (`time/*`: `_generate`, `training_step`, the sandbox pool, `vllm_generation.sync_weights`, the
   optimizer step); rollout dumps: `rollout_dump.py`;
+- micro-batches grouped by length and trimmed of all-padding columns: `micro_batches.py` (`_prepare_inputs`,
+  `compute_loss`);
 - `defer_old_logps` (off by default): TRL's old-log-prob forward skipped, the vLLM IS ratio and the teacher term
   computed per micro-batch from the training forward (`_compute_loss`, `_at_loss_time`);
 - TRL's and vLLM's private members: only through `arc_trl.trl_internals`.
@@ -14,6 +16,8 @@ Everything else (sampling, weight sync, clipping, logging, checkpointing) is TRL
 """
 
 from __future__ import annotations
+
+import logging
 
 from trl import GRPOConfig, GRPOTrainer
 
@@ -28,19 +32,25 @@ from arc_trl.trainer.batch_metrics import (
     trl_sampling_metrics,
 )
 from arc_trl.trainer.loss_mask import EmptyLossMaskError, check_loss_mask, loss_mask, mask_truncated_episodes
+from arc_trl.trainer.micro_batches import group_by_length, grouping_keeps_loss, trim_padding
 from arc_trl.trainer.rollout_dump import dump_rollouts
 from arc_trl.trainer.sampling_mismatch import importance_sampling_ratio
 from arc_trl.trainer.step_timing import StepBudget, StepBudgetCallback, StepClock, TimedPool, timed_method
 from arc_trl.trainer.teacher_term import TEACHER_LOGPS, TeacherTerm, build_teacher
 from arc_trl.trl_internals import (
+    buffered_micro_batches,
     checkpoint_folder,
+    entropy_bonus_enabled,
     log_metrics,
     overwrite_last_metric,
+    replace_buffered_micro_batches,
     watch_per_token_logps,
     without_old_logps,
 )
 
 __all__ = ["ArcGRPOTrainer", "EmptyLossMaskError"]
+
+logger = logging.getLogger(__name__)
 
 
 class ArcGRPOTrainer(GRPOTrainer):
@@ -120,6 +130,10 @@ class ArcGRPOTrainer(GRPOTrainer):
             self.rollout.on_finished = self.teacher_term.submit_finished  # score finished episodes during generation
         if self.use_vllm:  # TRL calls it from _generate, _generate_single_turn and VLLMGeneration.generate (sleep mode)
             timed_method(self.vllm_generation, "sync_weights", self.step_clock, "weight_sync")
+        why_not = grouping_keeps_loss(args, entropy_bonus_enabled(self))
+        self.groups_by_length = arc.length_grouped_micro_batches and why_not is None
+        if arc.length_grouped_micro_batches and why_not:
+            logger.info("length_grouped_micro_batches: off, %s (only all-padding columns are trimmed)", why_not)
         self.step_budget = StepBudget(self.step_clock, self.model, self.accelerator, arc.peak_tflops)
         self.add_callback(StepBudgetCallback(self.step_budget, lambda metrics: log_metrics(self, "train", metrics)))
 
@@ -133,6 +147,19 @@ class ArcGRPOTrainer(GRPOTrainer):
         # Trainer.training_step (generation + scoring once per generation batch; forward + backward), timed: `train`
         with self.step_clock.phase("train"):
             return super().training_step(model, inputs, num_items_in_batch)
+
+    def _prepare_inputs(self, generation_batch):
+        # GRPOTrainer._prepare_inputs (a generation batch every steps_per_generation micro-steps, shuffled and split
+        # into micro-batches, buffered): a fresh split is regrouped by length (micro_batches.py)
+        before = buffered_micro_batches(self)
+        inputs = super()._prepare_inputs(generation_batch)
+        split = buffered_micro_batches(self)
+        if not self.groups_by_length or not self.model.training or split is before or split is None:
+            return inputs
+        index = next(i for i, batch in enumerate(split) if batch is inputs)
+        regrouped = group_by_length(split)
+        replace_buffered_micro_batches(self, regrouped)
+        return regrouped[index]
 
     def _generate_and_score_completions(self, inputs):
         # GRPOTrainer's hook between generation and the loss: the rollout gets the dataset rows, then the batch gets
@@ -181,8 +208,10 @@ class ArcGRPOTrainer(GRPOTrainer):
         return rewards_per_func
 
     def compute_loss(self, model, inputs, return_outputs=False, num_items_in_batch=None):
-        # GRPOTrainer.compute_loss: count the step's trained tokens; for teacher_loss reverse_kl, TRL's KL term (beta)
-        # weighs the teacher (the batch's ref_per_token_logps, teacher_term.py) by teacher_tau for this loss only
+        # GRPOTrainer.compute_loss: trim the micro-batch's padding, count the step's trained tokens; for teacher_loss
+        # reverse_kl, TRL's KL term (beta) weighs the teacher (the batch's ref_per_token_logps, teacher_term.py) by
+        # teacher_tau for this loss only
+        inputs = trim_padding(inputs)  # columns that are padding in every row (micro_batches.py)
         if self.model.training and self.step_clock.is_open:  # the tokens this forward + backward attends to
             self.step_budget.tokens.add_trained(inputs)
         if not self._teacher_kl_coef:
