@@ -32,6 +32,9 @@
 #            default guard, rollback acting on it, a provoked collapse with and without rollback (peak memory)
 #   collapse8b  one provoked rollback of the 8B one-GPU recipe (peak memory, time to recover)
 #   teachers the privileged teacher, the student and the teacher's teacher_kl (demo_learning stages, ONLY=...)
+#   pieces   the stages ONLY=... of the experiment with what they need (one machine's share of `learning`)
+#   speed    issue 25's before/after: profile_step.py on the 0.6B learning step (and SPEED_8B=1: the 8B recipe) for
+#            the tree in .baseline/ (the commit before the change), then this one
 #   profile  benchmarks/profile_step.py on the 0.6B learning step for same-loss config variants (VARIANTS=...)
 # Back here: python scripts/demo_learning.py --configs configs/gpu/learning --report RESULTS_JSON rewrites the docs.
 set -uo pipefail
@@ -195,21 +198,34 @@ case $stage in
     run teachers "${LIMIT:-3000}" "${demo[@]}" \
       --only "${ONLY:-teacher-privileged,eval-student,eval-teacher-privileged,kl-teacher-privileged}" --with-needs
     ;;
-  defer)  # issue 25: defer_old_logps off vs on, one after the other on one machine, from a student SFT'd 64 steps
-    # (a short warm start that writes code, to fit the last minutes of a session's device time)
-    student=$work/student64
-    if [ ! -f "$student/model.safetensors" ]; then
-      python3 scripts/build_tiny_model.py --shape qwen3-0.6b --device cuda --out "$work/model" > /dev/null
-      run student64 300 python3 scripts/sft.py --config configs/gpu/learning/sft-student.yaml \
-        --model_name_or_path "$work/model" --output_dir "$student" --max_steps 64
-    fi
-    for v in ${VARIANTS:-off on}; do
-      run "defer-$v" 300 python3 benchmarks/profile_step.py --out "$work/bench/defer_$v.json" -- \
-        --config configs/gpu/learning/grpo-opd.yaml --model_name_or_path "$student" --teacher_model "$student" \
-        --max_steps "${STEPS:-5}" --seed 0 --collapse_guard off --output_dir "$work/runs/defer-$v" \
-        --defer_old_logps "$([ "$v" = on ] && echo true || echo false)"
-      grep -A24 "^sub-phases" "$work/logs/defer-$v.log" | grep -v rank0
+  speed)  # issue 25: the step before and after the speed changes, one right after the other on this machine: the
+    # tree of the commit before them (.baseline/, a git archive carried by the call: see docs/benchmarks.md) and
+    # this one. 0.6B learning step from the student (teacher: the student's weights, the learning rate of the
+    # baseline config in both); with SPEED_8B=1 also the 8B recipe (random-init 8B shape, benchmark_full_turns)
+    [ -d .baseline/arc_trl ] || { echo "no .baseline/ tree (git archive COMMIT | tar -x -C .baseline)"; exit 2; }
+    [ -f "$learning/student/model.safetensors" ] || run student "$limit" "${demo[@]}" --until student
+    for tree in ${TREES:-baseline after}; do
+      dir=$PWD; [ "$tree" = baseline ] && dir=$PWD/.baseline
+      run "speed-06-$tree" 300 env -C "$dir" PYTHONPATH="/tmp/site:$dir" python3 benchmarks/profile_step.py \
+        --out "$work/bench/speed_06_$tree.json" -- --config configs/gpu/learning/grpo-opd.yaml \
+        --model_name_or_path "$learning/student" --teacher_model "$learning/student" --max_steps "${STEPS:-6}" \
+        --seed 0 --collapse_guard off --learning_rate 1e-5 --output_dir "$work/runs/speed-06-$tree"
+      grep -A24 "^sub-phases" "$work/logs/speed-06-$tree.log" | grep -v rank0
     done
+    if [ -n "${SPEED_8B:-}" ]; then
+      [ -d "$work/qwen3-8b" ] || python3 scripts/build_tiny_model.py --shape qwen3-8b --out "$work/qwen3-8b" --device cuda > /dev/null
+      for tree in ${TREES:-baseline after}; do
+        dir=$PWD; [ "$tree" = baseline ] && dir=$PWD/.baseline
+        run "speed-8b-$tree" 900 env -C "$dir" PYTHONPATH="/tmp/site:$dir" python3 benchmarks/profile_step.py \
+          --out "$work/bench/speed_8b_$tree.json" -- --config configs/qwen3-8b-1gpu-colocate.yaml \
+          --model_name_or_path "$work/qwen3-8b" --output_dir "$work/runs/speed-8b-$tree" --max_steps 3 \
+          --report_to none --save_strategy no --benchmark_full_turns true --collapse_guard off --seed 0
+        grep -A24 "^sub-phases" "$work/logs/speed-8b-$tree.log" | grep -v rank0
+      done
+    fi
+    ;;
+  pieces)  # issue 26: some stages of the experiment (ONLY=comma-separated patterns) with what they need
+    run pieces "${LIMIT:-3000}" "${demo[@]}" --only "${ONLY:?ONLY=stage patterns}" --with-needs
     ;;
   profile)  # issue 25: sub-phase profile of the 0.6B learning step (benchmarks/profile_step.py) for config variants
     # that leave the loss unchanged (micro-batch size, sandbox workers, teacher batch, scheduling); the teacher is the

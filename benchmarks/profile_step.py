@@ -170,9 +170,16 @@ def instrument(trainer, phases: SubPhases) -> None:
             phases.wrap(llm, "sleep", "vllm_sleep")
     compute_loss = trainer.compute_loss
 
+    try:  # the tensors the loss forward computes on: trimmed of all-padding columns by the trainer (issue 25)
+        from arc_trl.trainer.micro_batches import trim_padding
+    except ImportError:  # a tree from before micro_batches.py (a baseline)
+        def trim_padding(inputs):
+            return inputs
+
     def counted(model, inputs, *args, **kwargs):
         if model.training:
-            ids = torch.cat([inputs["prompt_mask"], inputs["completion_mask"]], dim=1)
+            trimmed = trim_padding(inputs)
+            ids = torch.cat([trimmed["prompt_mask"], trimmed["completion_mask"]], dim=1)
             phases.tokens["padded"] += float(ids.numel())
             phases.tokens["real"] += float(ids.sum())
         return compute_loss(model, inputs, *args, **kwargs)

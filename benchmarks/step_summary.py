@@ -1,0 +1,88 @@
+"""docs/gpu_step_summary.json from `benchmarks/profile_step.py` outputs: per step shape, the run after a change and
+the baseline run before it, measured on one GPU machine one right after the other (issue 25).
+
+    python benchmarks/step_summary.py --date 2026-11-24 --out docs/gpu_step_summary.json \\
+        --shape qwen3_0.6b_learning BASELINE.json AFTER.json --shape qwen3_8b_recipe BASELINE.json AFTER.json
+
+Figures are means over the steps after the first (warm-up) that did not run under torch.profiler. `train_mfu` is the
+step's MFU over the training phase alone (`mfu x time/step / time/train`; the same FLOP count).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+from pathlib import Path
+from typing import Any
+
+
+def measured_steps(profile: dict[str, Any], skip_first: int = 1) -> list[dict[str, Any]]:
+    """The steps that count: after the warm-up, not under torch.profiler, with a logged step budget."""
+    steps = [s for s in profile["steps"][skip_first:] if "torch_profile" not in s and s.get("budget")]
+    if not steps:
+        raise ValueError(f"no measured step in the profile of {profile.get('train_args')}")
+    return steps
+
+
+def shape_figures(profile: dict[str, Any], skip_first: int = 1) -> dict[str, Any]:
+    """step_s, each time/* part, mfu, train_mfu, peak_gib, padding and device of one profile_step.py run."""
+    steps = measured_steps(profile, skip_first)
+
+    def mean(values: list[float]) -> float | None:
+        return round(sum(values) / len(values), 4) if values else None
+
+    keys = sorted({k for s in steps for k in s["budget"] if k.startswith("time/")})
+    parts = {key: mean([s["budget"][key] for s in steps if key in s["budget"]]) for key in keys}
+    mfu = mean([s["budget"]["mfu"] for s in steps if s["budget"].get("mfu") is not None])
+    step, train = parts.get("time/step"), parts.get("time/train")
+    padding = [s["train_padding_frac"] for s in steps if s.get("train_padding_frac") is not None]
+    peak = ((profile.get("run_summary") or {}).get("peak_memory_gib") or {}).get("device_peak")
+    return {
+        "step_s": step,
+        **parts,
+        "mfu": mfu,
+        "train_mfu": round(mfu * step / train, 4) if mfu is not None and step and train else None,
+        "peak_gib": peak,
+        "train_padding_frac": mean(padding),
+        "steps_measured": [s["step"] for s in steps],
+        "device": profile.get("device"),
+    }
+
+
+def summary(shapes: dict[str, tuple[dict, dict]], date: str, commands: dict[str, str] | None = None) -> dict:
+    """The summary of each shape's (baseline, after) profiles; `baseline_*` keys hold the run before the change."""
+    out: dict[str, Any] = {}
+    for name, (baseline, after) in shapes.items():
+        now, before = shape_figures(after), shape_figures(baseline)
+        if now["device"] != before["device"]:
+            raise ValueError(f"{name}: baseline on {before['device']}, after on {now['device']}: not comparable")
+        out[name] = {
+            **now,
+            "date": date,
+            **{f"baseline_{key}": value for key, value in before.items() if key not in ("device",)},
+            "speedup": round(before["step_s"] / now["step_s"], 3) if now["step_s"] else None,
+            "command": (commands or {}).get(name),
+        }
+    return out
+
+
+def main() -> None:
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--shape", nargs=3, action="append", metavar=("NAME", "BASELINE_JSON", "AFTER_JSON"), required=True)
+    p.add_argument("--date", required=True)
+    p.add_argument("--command", action="append", default=[], metavar="NAME=COMMAND",
+                   help="the command that produced a shape's figures")
+    p.add_argument("--out", required=True)
+    a = p.parse_args()
+    shapes = {name: (json.loads(Path(b).read_text()), json.loads(Path(x).read_text())) for name, b, x in a.shape}
+    commands = dict(item.split("=", 1) for item in a.command)
+    result = summary(shapes, a.date, commands)
+    Path(a.out).write_text(json.dumps(result, indent=1) + "\n")
+    for name, row in result.items():
+        print(f"{name}: {row['baseline_step_s']} s -> {row['step_s']} s ({row['speedup']}x), train MFU "
+              f"{row['baseline_train_mfu']} -> {row['train_mfu']}, peak {row['baseline_peak_gib']} -> {row['peak_gib']} "
+              f"GiB on {row['device']}")
+
+
+if __name__ == "__main__":
+    main()
