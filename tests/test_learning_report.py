@@ -144,11 +144,28 @@ def test_merge_joins_machines_and_notes_conflicts():
     b = {**full, "device": "NVIDIA H200", "date": "2026-12-02",
          "heldout": {k: v for k, v in full["heldout"].items() if "-s1" in k or k == "student"},
          "stage_seconds": {"model": 14.0, "student": 190.0, "grpo-opd-s1": 405.0}, "loads": [3.0]}
-    b["heldout"]["student"] = _eval(0.5)  # a rebuilt student evaluated again: the first part's evaluation is kept
+    # every part lists every run of the profile; a's has not evaluated seed 1's (as demo_learning writes it)
+    a["runs"] = {name: ({**run, "final": None, "checkpoints": {}} if "-s1" in name else run)
+                 for name, run in full["runs"].items()}
+    b["heldout"]["student"] = _eval(0.5)  # the student rebuilt for b's runs, evaluated again: both count
+    b["heldout"]["grpo-opd-s0"] = _eval(0.0)  # a second copy of another evaluation: the first part's is kept
     merged = merge_results([a, b])
-    assert set(merged["heldout"]) == set(full["heldout"])
+    assert set(merged["heldout"]) == set(full["heldout"]) | {"student@2"}
     assert merged["heldout"]["student"]["per_task"] == full["heldout"]["student"]["per_task"]
-    assert merged["merge_notes"] == ["heldout student: two different evaluations; the first part's is kept"]
+    assert merged["heldout"]["student@2"]["per_task"] == _eval(0.5)["per_task"]
+    assert merged["student_evals"] == ["student", "student@2"]
+    assert merged["heldout"]["grpo-opd-s0"] == full["heldout"]["grpo-opd-s0"]
+    assert merged["merge_notes"] == [
+        "heldout student: rebuilt on another machine (student@2); the student is the per-task mean of its evaluations",
+        "heldout grpo-opd-s0: two different evaluations; the first part's is kept"]
+    assert merged["runs"] == full["runs"]  # seed 1's evaluations come from b
+    pooled = summary(merged, n_resamples=100)
+    assert pooled["per_seed_pass1"]["grpo-only"] == {"0": 0.25, "1": 0.5}
+    assert pooled["student_pass1"] == pytest.approx((0.25 + 0.5) / 2) and pooled["student_evals"] == ["student",
+                                                                                                      "student@2"]
+    assert pooled["grpo_opd_minus_student"] == pytest.approx(pooled["grpo_opd_pass1"] - 0.375)
+    assert pooled["curves"]["grpo-opd"][0] == {"step": 0, "pass1": pytest.approx(0.375), "ci95": pytest.approx(
+        [0.375, 0.375]), "n_seeds": 2}
     assert merged["stage_seconds"] == {"model": 15.0, "student": 185.0, "grpo-opd-s0": 410.0, "grpo-opd-s1": 405.0}
     assert merged["repeated_stages"] == ["model", "student"] and merged["total_seconds"] == 15 + 185 + 410 + 14 + 190 + 405
     assert merged["devices"] == ["NVIDIA H100 80GB HBM3", "NVIDIA H200"] and merged["date"] == "2026-12-02"

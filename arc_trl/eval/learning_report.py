@@ -40,6 +40,12 @@ def runs_of(results: dict[str, Any], arm: str) -> list[str]:
     return sorted((name for name, r in runs.items() if r["arm"] == arm), key=lambda n: runs[n]["seed"])
 
 
+def student_evals(results: dict[str, Any]) -> list[str]:
+    """The student's held-out evaluations: one, or one per machine that rebuilt it for its RL runs (merge_results);
+    pooled per task like an arm's seeds, so that each seed's run is compared with the student it started from."""
+    return [n for n in results.get("student_evals") or ["student"] if n in results.get("heldout", {})] or ["student"]
+
+
 def _per_task(results: dict[str, Any], name: str | None) -> dict[str, float] | None:
     entry = results.get("heldout", {}).get(name) if name else None
     return entry.get("per_task") if entry else None
@@ -94,10 +100,11 @@ def summary(results: dict[str, Any], n_resamples: int = N_RESAMPLES, confidence:
         per_task = [_per_task(results, n) for n in names]
         return bootstrap_ci(per_task, name=" + ".join(names), **boot) if names and all(per_task) else None
 
-    opd_vs_student = diff(finals["grpo-opd"], ["student"])
+    students = student_evals(results)
+    opd_vs_student = diff(finals["grpo-opd"], students)
     opd_vs_only = diff(finals["grpo-opd"], finals["grpo-only"])
-    only_vs_student = diff(finals["grpo-only"], ["student"])
-    student_pass1 = _pass1(results, ["student"])
+    only_vs_student = diff(finals["grpo-only"], students)
+    student_pass1 = _pass1(results, students)
     teachers = {}
     for name, spec in (results.get("teachers") or _legacy_teachers(results)).items():
         ev = spec.get("eval", name)
@@ -106,7 +113,7 @@ def summary(results: dict[str, Any], n_resamples: int = N_RESAMPLES, confidence:
             "pass1": pass1, "pass1_ci95": _ci(band([ev])), "privileged": spec.get("privileged", "none"),
             "teacher_kl": spec.get("teacher_kl"), "teacher_kl_source": spec.get("teacher_kl_source"),
             "ratio_to_student": pass1 / student_pass1 if pass1 is not None and student_pass1 else None,
-            "minus_student_ci95": _ci(diff([ev], ["student"])),
+            "minus_student_ci95": _ci(diff([ev], students)),
         }
     opd_teacher = results.get("opd_teacher") or next(iter(teachers), None)
     steps = [r.get("steps") for r in results.get("runs", {}).values() if r.get("steps")]
@@ -129,7 +136,8 @@ def summary(results: dict[str, Any], n_resamples: int = N_RESAMPLES, confidence:
         "grpo_opd_minus_grpo_only": opd_vs_only["mean_diff"] if opd_vs_only else None,
         "grpo_only_minus_student": only_vs_student["mean_diff"] if only_vs_student else None,
         "grpo_only_minus_student_ci95": _ci(only_vs_student),
-        "student_pass1_ci95": _ci(band(["student"])),
+        "student_pass1_ci95": _ci(band(students)),
+        "student_evals": students,
         "grpo_opd_pass1_ci95": _ci(band(finals["grpo-opd"])),
         "grpo_only_pass1_ci95": _ci(band(finals["grpo-only"])),
         "per_seed_pass1": {arm: {str(results.get("runs", {}).get(r, {}).get("seed", results.get("seed", 0))):
@@ -194,7 +202,7 @@ def curves(results: dict[str, Any], n_resamples: int = N_RESAMPLES, confidence: 
                 by_step.setdefault(int(info["steps"]), []).append(info["final"])
         points = []
         for step in sorted(by_step):
-            evs = ["student"] if step == 0 else [e for e in by_step[step] if _per_task(results, e)]
+            evs = student_evals(results) if step == 0 else [e for e in by_step[step] if _per_task(results, e)]
             if not evs or not _per_task(results, evs[0]):
                 continue
             ci = bootstrap_ci([_per_task(results, e) for e in evs], n_resamples, confidence, seed)
@@ -222,6 +230,7 @@ def merge_results(parts: Sequence[dict[str, Any]]) -> dict[str, Any]:
     merged: dict[str, Any] = {k: v for k, v in parts[0].items()}
     for key in ("heldout", "training", "runs", "teachers", "stage_seconds"):
         merged[key] = dict(parts[0].get(key) or {})
+    merged["student_evals"] = list(parts[0].get("student_evals") or ["student"])
     notes, repeated, devices, loads = [], set(), [], []
     for part in parts:
         devices.append(part.get("device") or part.get("machine", "unknown"))
@@ -231,10 +240,21 @@ def merge_results(parts: Sequence[dict[str, Any]]) -> dict[str, Any]:
             for name, value in (part.get(key) or {}).items():
                 if name not in merged[key]:
                     merged[key][name] = value
+                elif key == "heldout" and name == "student" and value.get("per_task") != merged[key][name].get(
+                        "per_task"):  # a student rebuilt for this part's RL runs: both evaluations count
+                    rebuilt = f"student@{len(merged['student_evals']) + 1}"
+                    merged[key][rebuilt] = value
+                    merged["student_evals"].append(rebuilt)
+                    notes.append(f"heldout student: rebuilt on another machine ({rebuilt}); the student is the "
+                                 "per-task mean of its evaluations")
                 elif key == "heldout" and value.get("per_task") != merged[key][name].get("per_task"):
                     notes.append(f"heldout {name}: two different evaluations; the first part's is kept")
                 elif key == "teachers" and _better_kl(value, merged[key][name]):
                     merged[key][name] = value
+                elif key == "runs":  # a run listed by every part of the profile: keep the evaluations of each
+                    kept = merged[key][name]
+                    merged[key][name] = {**kept, "final": kept.get("final") or value.get("final"),
+                                         "checkpoints": {**value.get("checkpoints", {}), **kept.get("checkpoints", {})}}
         for name, seconds in (part.get("stage_seconds") or {}).items():
             if name in merged["stage_seconds"]:
                 repeated.add(name)
@@ -317,8 +337,8 @@ def ci_block(s: dict[str, Any], with_checks: bool = True) -> str:
             kl = "-" if t["teacher_kl"] is None else f"{t['teacher_kl']:.3f}"
             if t.get("teacher_kl_source"):
                 kl += f" ({t['teacher_kl_source']})"
-            lines.append(f"| {name}{mark} | {prompt} | {_pct(t['pass1'])} {_interval(t['pass1_ci95'])} | {ratio} | "
-                         f"{kl} |")
+            held_out = "not evaluated" if t["pass1"] is None else f"{_pct(t['pass1'])} {_interval(t['pass1_ci95'])}"
+            lines.append(f"| {name}{mark} | {prompt} | {held_out} | {ratio} | {kl} |")
     if not with_checks:
         return "\n".join(lines)
     failed = [k for k, v in s["checks"].items() if v is False]
