@@ -3,6 +3,7 @@ the baseline run before it, measured on one GPU machine one right after the othe
 
     python benchmarks/step_summary.py --date 2026-11-24 --out docs/gpu_step_summary.json \\
         --shape qwen3_0.6b_learning BASELINE.json AFTER.json --shape qwen3_8b_recipe BASELINE.json AFTER.json
+    (`--not-measured NAME=WHY` records a shape that has no before/after run yet.)
 
 Figures are means over the steps after the first (warm-up) that did not run under torch.profiler. `train_mfu` is the
 step's MFU over the training phase alone (`mfu x time/step / time/train`; the same FLOP count).
@@ -72,12 +73,15 @@ def main() -> None:
     p.add_argument("--date", required=True)
     p.add_argument("--command", action="append", default=[], metavar="NAME=COMMAND",
                    help="the command that produced a shape's figures")
+    p.add_argument("--not-measured", action="append", default=[], metavar="NAME=WHY",
+                   help="a shape without a before/after run, and why (written as such, no figures)")
     p.add_argument("--out", required=True)
     a = p.parse_args()
     shapes = {name: (json.loads(Path(b).read_text()), json.loads(Path(x).read_text())) for name, b, x in a.shape}
     commands = dict(item.split("=", 1) for item in a.command)
     result = summary(shapes, a.date, commands)
-    Path(a.out).write_text(json.dumps(result, indent=1) + "\n")
+    missing = {name: {"not_measured": why} for name, why in (item.split("=", 1) for item in a.not_measured)}
+    Path(a.out).write_text(json.dumps(result | missing, indent=1) + "\n")
     for name, row in result.items():
         print(f"{name}: {row['baseline_step_s']} s -> {row['step_s']} s ({row['speedup']}x), train MFU "
               f"{row['baseline_train_mfu']} -> {row['train_mfu']}, peak {row['baseline_peak_gib']} -> {row['peak_gib']} "
