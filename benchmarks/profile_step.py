@@ -170,11 +170,7 @@ def instrument(trainer, phases: SubPhases) -> None:
             phases.wrap(llm, "sleep", "vllm_sleep")
     compute_loss = trainer.compute_loss
 
-    try:  # the tensors the loss forward computes on: trimmed of all-padding columns by the trainer (issue 25)
-        from arc_trl.trainer.micro_batches import trim_padding
-    except ImportError:  # a tree from before micro_batches.py (a baseline)
-        def trim_padding(inputs):
-            return inputs
+    from arc_trl.trainer.micro_batches import trim_padding  # what the trainer's loss forward computes on
 
     def counted(model, inputs, *args, **kwargs):
         if model.training:
