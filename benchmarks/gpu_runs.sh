@@ -32,7 +32,6 @@
 #            default guard, rollback acting on it, a provoked collapse with and without rollback (peak memory)
 #   collapse8b  one provoked rollback of the 8B one-GPU recipe (peak memory, time to recover)
 #   teachers the privileged teacher, the student and the teacher's teacher_kl (demo_learning stages, ONLY=...)
-#   privlong the privileged teacher with 4x its SFT, evaluated with its hint (a diagnosis, issue 26)
 #   pieces   the stages ONLY=... of the experiment with what they need (one machine's share of `learning`)
 #   speed    issue 25's before/after: profile_step.py on the 0.6B learning step (and SPEED_8B=1: the 8B recipe) for
 #            the tree in .baseline/ (the commit before the change), then this one
@@ -224,17 +223,6 @@ case $stage in
         grep -A24 "^sub-phases" "$work/logs/speed-8b-$tree.log" | grep -v rank0
       done
     fi
-    ;;
-  privlong)  # issue 26 item 1, a diagnosis: does the privileged teacher use its hint after 4x the SFT (4 epochs of its
-    # 2048 episodes at the student's learning rate)? Evaluated with its hint on the held-out tasks
-    [ -f "$learning/student/model.safetensors" ] || run student "$limit" "${demo[@]}" --until student
-    run privlong-sft "$limit" python3 scripts/sft.py --config configs/gpu/learning/sft-teacher-privileged.yaml \
-      --output_dir "$learning/teacher-privileged-long" --num_train_epochs 4 --learning_rate 3e-4
-    run privlong-eval "$limit" python3 scripts/evaluate.py generate --train-config configs/gpu/learning/grpo-opd.yaml \
-      --model "$learning/teacher-privileged-long" --output-dir "$learning/eval/teacher-privileged-long" \
-      --dataset synthetic:n=256,seed=1,difficulty=tiny,families=rotate+flip+transpose+mirror_concat+upscale+color_swap \
-      --n-predictions 4 --seed 0 --no-progress --privileged program --backend vllm --gpu-memory-utilization 0.2 \
-      --workers 8 --batch-size 512
     ;;
   pieces)  # issue 26: some stages of the experiment (ONLY=comma-separated patterns) with what they need
     run pieces "${LIMIT:-3000}" "${demo[@]}" --only "${ONLY:?ONLY=stage patterns}" --with-needs
