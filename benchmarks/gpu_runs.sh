@@ -32,6 +32,7 @@
 #            default guard, rollback acting on it, a provoked collapse with and without rollback (peak memory)
 #   collapse8b  one provoked rollback of the 8B one-GPU recipe (peak memory, time to recover)
 #   teachers the privileged teacher, the student and the teacher's teacher_kl (demo_learning stages, ONLY=...)
+#   seedpair both arms of training seed SEED from this machine's student, each evaluation beside the next run
 #   pieces   the stages ONLY=... of the experiment with what they need (one machine's share of `learning`)
 #   speed    issue 25's before/after: profile_step.py on the 0.6B learning step (and SPEED_8B=1: the 8B recipe) for
 #            the tree in .baseline/ (the commit before the change), then this one
@@ -223,6 +224,22 @@ case $stage in
         grep -A24 "^sub-phases" "$work/logs/speed-8b-$tree.log" | grep -v rank0
       done
     fi
+    ;;
+  seedpair)  # issue 26: both arms of training seed SEED (default 1) from this machine's student and privileged teacher,
+    # with each held-out evaluation beside the next RL run (a second vLLM at 0.25 of the GPU: a run holds ~34 GiB)
+    s=${SEED:-1}; side=$work/configs-side; rm -rf "$side"; cp -r configs/gpu/learning "$side"
+    sed -i -e '/^eval_args:/s/"0.6"/"0.25"/' -e '/^eval_args:/s/"16"/"8"/' "$side/profile.yaml"
+    run shared "$limit" "${demo[@]}" --only "${SHARED:-teacher-privileged}" --with-needs
+    beside() {  # beside RUN EVAL: RUN in the background; EVAL once RUN has logged its first step (its vLLM is up)
+      "${demo[@]}" --only "$1" > "$work/logs/$1.out" 2>&1 & local pid=$! t=$SECONDS
+      until grep -qs "'reward'" "$learning/logs/$1.log" || ! kill -0 $pid 2>/dev/null || [ $((SECONDS - t)) -gt 400 ]; do
+        sleep 5; done
+      run "$2" "$limit" python3 scripts/demo_learning.py --configs "$side" --out "$learning" --resume --no-docs --only "$2"
+      wait $pid; echo "   $1 rc=$? in $((SECONDS - t)) s"; tail -2 "$work/logs/$1.out" | cut -c1-300
+    }
+    beside "grpo-opd-s$s" eval-student
+    beside "grpo-only-s$s" "eval-grpo-opd-s$s"
+    run "eval-grpo-only-s$s" "$limit" "${demo[@]}" --only "eval-grpo-only-s$s"
     ;;
   pieces)  # issue 26: some stages of the experiment (ONLY=comma-separated patterns) with what they need
     run pieces "${LIMIT:-3000}" "${demo[@]}" --only "${ONLY:?ONLY=stage patterns}" --with-needs

@@ -727,7 +727,10 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
         run_stages(selected, out / "logs", stage_seconds)
     except SystemExit as error:  # a failed stage still leaves the results of the finished ones
         failure = error
-    loads = previous.get("loads", []) + sampler.stop()
+    # another invocation on the same --out (stages run side by side) may have written since this one started
+    latest = json.loads(results_path.read_text()) if args.resume and results_path.exists() else {}
+    stage_seconds = {**latest.get("stage_seconds", {}), **stage_seconds}
+    loads = latest.get("loads", previous.get("loads", [])) + sampler.stop()
     config = read_yaml(configs / "grpo-opd.yaml")
     results = {
         "seed": args.seed, "machine": machine(), "device": _gpu_name() or f"CPU ({platform.machine()})",

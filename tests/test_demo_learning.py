@@ -305,3 +305,22 @@ def test_a_failed_stage_still_writes_the_results_of_the_finished_ones(tmp_path, 
         demo.main(["--out", str(tmp_path / "run"), "--no-docs"])
     results = json.loads((tmp_path / "run" / "results.json").read_text())
     assert list(results["stage_seconds"]) == ["ok"] and results["heldout"] == {} and results["n_predictions"] == 4
+
+
+def test_side_by_side_invocations_on_one_out_keep_each_others_stage_seconds(tmp_path, monkeypatch):
+    """Two invocations share --out (stages run side by side on a GPU): the one that writes last keeps the stage
+    seconds the other wrote after it started (before: only its own and those it read at its start)."""
+    out = tmp_path / "run"
+    stages = [_sleeper(tmp_path, "a", 0.01), _sleeper(tmp_path, "b", 0.01)]
+    monkeypatch.setattr(demo, "plan", lambda *a, **k: stages)
+    original_run_stages = demo.run_stages
+
+    def run_b_while_a_runs(selected, logs, seconds):  # the other invocation finishes while this one runs stage a
+        if [s.name for s in selected] == ["a"]:
+            demo.main(["--out", str(out), "--no-docs", "--resume", "--only", "b"])
+        return original_run_stages(selected, logs, seconds)
+
+    monkeypatch.setattr(demo, "run_stages", run_b_while_a_runs)
+    out.mkdir()
+    demo.main(["--out", str(out), "--no-docs", "--resume", "--only", "a"])
+    assert sorted(json.loads((out / "results.json").read_text())["stage_seconds"]) == ["a", "b"]
