@@ -158,7 +158,8 @@ def test_merge_joins_machines_and_notes_conflicts():
     assert merged["merge_notes"] == [
         "heldout student: rebuilt on another machine (student@2); the student is the per-task mean of its evaluations",
         "heldout grpo-opd-s0: two different evaluations; the first part's is kept"]
-    assert merged["runs"] == full["runs"]  # seed 1's evaluations come from b
+    assert merged["runs"] == {name: {**run, "student": "student@2" if "-s1" in name else "student"}
+                              for name, run in full["runs"].items()}  # seed 1's evaluations come from b, its student
     pooled = summary(merged, n_resamples=100)
     assert pooled["per_seed_pass1"]["grpo-only"] == {"0": 0.25, "1": 0.5}
     assert pooled["student_pass1"] == pytest.approx((0.25 + 0.5) / 2) and pooled["student_evals"] == ["student",
@@ -200,3 +201,38 @@ def test_demo_report_writes_summary_docs_block_and_plots(tmp_path, monkeypatch):
     for name in ("heldout_pass1", "reward", "teacher_kl"):
         assert (tmp_path / "img" / f"learning_gpu_{name}.png").stat().st_size > 1000
         assert f"img/learning_gpu_{name}.png" in block
+
+
+def test_runs_are_compared_with_the_student_they_started_from_when_the_machines_ran_different_arms():
+    """Machine a: student 0.25, GRPO + OPD seed 0 0.5; machine b: its rebuilt student 0.75, GRPO + OPD seed 1 1.0 and
+    GRPO only seed 1 0.75. Every OPD run gained 0.25 and GRPO only 0. Pooling the students (0.5) against the arms would
+    credit GRPO only with +0.25 and put the arms level (the figures before this test)."""
+    full = synthetic_results()
+    a = {**full, "heldout": {"student": _eval(0.25), "grpo-opd-s0": _eval(0.5)}}
+    b = {**full, "heldout": {"student": _eval(0.75), "grpo-opd-s1": _eval(1.0), "grpo-only-s1": _eval(0.75)}}
+    a["runs"] = {n: {**r, "final": n if n == "grpo-opd-s0" else None, "checkpoints": {}} for n, r in full["runs"].items()}
+    b["runs"] = {n: {**r, "final": n if n in ("grpo-opd-s1", "grpo-only-s1") else None, "checkpoints": {}}
+                 for n, r in full["runs"].items()}
+    merged = merge_results([a, b])
+    assert {n: r.get("student") for n, r in merged["runs"].items() if r["final"]} == {
+        "grpo-opd-s0": "student", "grpo-opd-s1": "student@2", "grpo-only-s1": "student@2"}
+    s = summary(merged, n_resamples=200)
+    assert s["grpo_opd_minus_student"] == pytest.approx(0.25) and s["grpo_opd_minus_student_ci95"] == [0.25, 0.25]
+    assert s["grpo_only_minus_student"] == pytest.approx(0.0)
+    assert s["grpo_opd_minus_grpo_only"] == pytest.approx(0.25)
+    assert s["grpo_opd_minus_grpo_only_ci95"] == pytest.approx([0.25, 0.25])
+
+
+def test_gain_bootstrap_is_the_paired_bootstrap_when_every_run_started_from_one_student():
+    from arc_trl.eval.bootstrap import gain_bootstrap, paired_bootstrap
+
+    student = {t: (i % 4) / 4 for i, t in enumerate(TASKS)}
+    a = [{t: (i % 3) / 2 for i, t in enumerate(TASKS)}, {t: (i % 5) / 4 for i, t in enumerate(TASKS)}]
+    b = [{t: (i % 2) / 1 for i, t in enumerate(TASKS)}]
+    for gained, paired in ((gain_bootstrap(a, [student] * 2, n_resamples=500), paired_bootstrap(a, student, 500)),
+                           (gain_bootstrap(a, [student] * 2, b, [student], n_resamples=500),
+                            paired_bootstrap(a, b, 500))):
+        assert gained["mean_diff"] == pytest.approx(paired["mean_diff"])
+        assert gained["ci"] == pytest.approx(paired["ci"])
+    with pytest.raises(ValueError, match="every run needs the student"):
+        gain_bootstrap(a, [student])

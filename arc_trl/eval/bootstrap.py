@@ -8,6 +8,9 @@ each task's pass@1 over them.
 - `paired_bootstrap(a, b)`: the difference `mean(a) - mean(b)` over the same tasks and its percentile interval, the
   same resampled tasks for both arms (a paired design: task difficulty cancels).
 - `bootstrap_ci(a)`: one arm's mean pass@1 and its percentile interval (the bands of the pass@1-over-steps plots).
+- `gain_bootstrap(runs, starts, base_runs, base_starts)`: each run's gain over the student it started from (one student
+  per machine that rebuilt it), averaged per task, minus the same for a second arm: the comparison that stays fair when
+  the arms' runs did not all start from the same student. With one student for every run it equals `paired_bootstrap`.
 
 Both are deterministic: numpy's PCG64 generator with a fixed seed, `n_resamples` resamples (default 10,000).
 """
@@ -111,3 +114,28 @@ def paired_bootstrap(a: PerTask | Sequence[PerTask], b: PerTask | Sequence[PerTa
     mean_b = sum(pooled_b[t] for t in tasks) / len(tasks)
     return {"mean_diff": sum(diffs) / len(diffs), "ci": [lo, hi], "mean_a": mean_a, "mean_b": mean_b,
             "n_tasks": len(tasks), "n_resamples": n_resamples, "confidence": confidence}
+
+
+def gain_bootstrap(runs: Sequence[PerTask], starts: Sequence[PerTask], base_runs: Sequence[PerTask] = (),
+                   base_starts: Sequence[PerTask] = (), n_resamples: int = N_RESAMPLES,
+                   confidence: float = CONFIDENCE, seed: int = SEED,
+                   names: tuple[str, str] = ("a", "b")) -> dict[str, Any]:
+    """Per task: the mean over `runs` of (run - its start, `starts[i]`), minus the same for `base_runs` (none: minus 0);
+    its mean over tasks and the paired percentile interval (the same resampled tasks for every term).
+
+    Returns {"mean_diff", "ci": [lo, hi], "n_tasks", "n_resamples", "confidence"}. ValueError when a run has no start
+    or an arm has no run; TaskMismatchError when the results do not cover the same tasks."""
+    if not runs or len(runs) != len(starts) or len(base_runs) != len(base_starts):
+        raise ValueError(f"{names[0]} / {names[1]}: every run needs the student it started from "
+                         f"({len(runs)} runs, {len(starts)} starts; {len(base_runs)} runs, {len(base_starts)} starts)")
+    every = [*runs, *starts, *base_runs, *base_starts]
+    pool_seeds(every, " / ".join(names))  # the same tasks everywhere, values in [0, 1]
+    tasks = sorted(every[0])
+
+    def gain(rs: Sequence[PerTask], ss: Sequence[PerTask], task: str) -> float:
+        return sum(float(r[task]) - float(s[task]) for r, s in zip(rs, ss)) / len(rs) if rs else 0.0
+
+    diffs = [gain(runs, starts, t) - gain(base_runs, base_starts, t) for t in tasks]
+    lo, hi = _interval(diffs, n_resamples, confidence, seed)
+    return {"mean_diff": sum(diffs) / len(diffs), "ci": [lo, hi], "n_tasks": len(tasks), "n_resamples": n_resamples,
+            "confidence": confidence}

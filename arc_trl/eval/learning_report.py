@@ -20,7 +20,8 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from arc_trl.eval.bootstrap import CONFIDENCE, N_RESAMPLES, SEED, bootstrap_ci, paired_bootstrap, pool_seeds
+from arc_trl.eval.bootstrap import (CONFIDENCE, N_RESAMPLES, SEED, bootstrap_ci, gain_bootstrap, paired_bootstrap,
+                                   pool_seeds)
 
 ARMS = ("grpo-opd", "grpo-only")
 ARM_TITLES = {"grpo-opd": "GRPO + OPD", "grpo-only": "GRPO only"}
@@ -44,6 +45,12 @@ def student_evals(results: dict[str, Any]) -> list[str]:
     """The student's held-out evaluations: one, or one per machine that rebuilt it for its RL runs (merge_results);
     pooled per task like an arm's seeds, so that each seed's run is compared with the student it started from."""
     return [n for n in results.get("student_evals") or ["student"] if n in results.get("heldout", {})] or ["student"]
+
+
+def start_of(results: dict[str, Any], run: str) -> str:
+    """The student evaluation a run started from: the one of the machine that ran it (merge_results records it),
+    else the student."""
+    return results.get("runs", {}).get(run, {}).get("student") or student_evals(results)[0]
 
 
 def _per_task(results: dict[str, Any], name: str | None) -> dict[str, float] | None:
@@ -100,10 +107,23 @@ def summary(results: dict[str, Any], n_resamples: int = N_RESAMPLES, confidence:
         per_task = [_per_task(results, n) for n in names]
         return bootstrap_ci(per_task, name=" + ".join(names), **boot) if names and all(per_task) else None
 
+    def gains(arm: str, base: str | None = None) -> dict[str, Any] | None:
+        """Each run's gain over the student it started from, arm minus base (seeds and machines pooled per task)."""
+        sides = [evaluated[a] for a in (arm, base) if a]
+        if not all(sides):
+            return None
+        per_task = [[(_per_task(results, e), _per_task(results, start_of(results, r))) for r, e in side]
+                    for side in sides]
+        if not all(p for side in per_task for pair in side for p in pair):
+            return None
+        runs, starts = zip(*per_task[0])
+        base_runs, base_starts = zip(*per_task[1]) if base else ((), ())
+        return gain_bootstrap(runs, starts, base_runs, base_starts, names=(arm, base or "student"), **boot)
+
     students = student_evals(results)
-    opd_vs_student = diff(finals["grpo-opd"], students)
-    opd_vs_only = diff(finals["grpo-opd"], finals["grpo-only"])
-    only_vs_student = diff(finals["grpo-only"], students)
+    opd_vs_student = gains("grpo-opd")
+    opd_vs_only = gains("grpo-opd", "grpo-only")
+    only_vs_student = gains("grpo-only")
     student_pass1 = _pass1(results, students)
     teachers = {}
     for name, spec in (results.get("teachers") or _legacy_teachers(results)).items():
@@ -235,9 +255,15 @@ def merge_results(parts: Sequence[dict[str, Any]]) -> dict[str, Any]:
     for part in parts:
         devices.append(part.get("device") or part.get("machine", "unknown"))
         loads += part.get("loads", [])
+    first_student = merged["student_evals"][0] if "student" in merged["heldout"] else None
+    merged["runs"] = {name: {**run, "student": run.get("student") or first_student} if run.get("final") else run
+                      for name, run in merged["runs"].items()}  # the student each evaluated run started from
     for part in parts[1:]:
+        part_student = "student" if "student" in (part.get("heldout") or {}) else None
         for key in ("heldout", "training", "runs", "teachers"):
             for name, value in (part.get(key) or {}).items():
+                if key == "runs" and value.get("final"):  # run on this part's machine, from its student
+                    value = {**value, "student": value.get("student") or part_student}
                 if name not in merged[key]:
                     merged[key][name] = value
                 elif key == "heldout" and name == "student" and value.get("per_task") != merged[key][name].get(
@@ -245,6 +271,7 @@ def merge_results(parts: Sequence[dict[str, Any]]) -> dict[str, Any]:
                     rebuilt = f"student@{len(merged['student_evals']) + 1}"
                     merged[key][rebuilt] = value
                     merged["student_evals"].append(rebuilt)
+                    part_student = rebuilt
                     notes.append(f"heldout student: rebuilt on another machine ({rebuilt}); the student is the "
                                  "per-task mean of its evaluations")
                 elif key == "heldout" and value.get("per_task") != merged[key][name].get("per_task"):
@@ -254,6 +281,7 @@ def merge_results(parts: Sequence[dict[str, Any]]) -> dict[str, Any]:
                 elif key == "runs":  # a run listed by every part of the profile: keep the evaluations of each
                     kept = merged[key][name]
                     merged[key][name] = {**kept, "final": kept.get("final") or value.get("final"),
+                                         "student": kept.get("student") or value.get("student"),
                                          "checkpoints": {**value.get("checkpoints", {}), **kept.get("checkpoints", {})}}
         for name, seconds in (part.get("stage_seconds") or {}).items():
             if name in merged["stage_seconds"]:
