@@ -221,6 +221,7 @@ def test_runs_are_compared_with_the_student_they_started_from_when_the_machines_
     assert s["grpo_only_minus_student"] == pytest.approx(0.0)
     assert s["grpo_opd_minus_grpo_only"] == pytest.approx(0.25)
     assert s["grpo_opd_minus_grpo_only_ci95"] == pytest.approx([0.25, 0.25])
+    assert s["checks"]["seeds_ge_2"] is False  # GRPO only has one evaluated seed (before: True, two seeds ran)
 
 
 def test_gain_bootstrap_is_the_paired_bootstrap_when_every_run_started_from_one_student():
@@ -236,3 +237,22 @@ def test_gain_bootstrap_is_the_paired_bootstrap_when_every_run_started_from_one_
         assert gained["ci"] == pytest.approx(paired["ci"])
     with pytest.raises(ValueError, match="every run needs the student"):
         gain_bootstrap(a, [student])
+
+
+def test_compare_arms_pools_a_control_over_experiments_each_run_against_its_student(tmp_path, capsys):
+    """scripts/compare_arms.py: OPD from one file (gains 0.25), GRPO only from two (gains 0 and 0.5, mean 0.25)."""
+    compare_arms = load_script("compare_arms")
+    full = synthetic_results()
+    paths = []
+    for i, (student, only) in enumerate(((0.25, 0.25), (0.0, 0.5))):
+        part = {**full, "heldout": {"student": _eval(student), "grpo-opd-s0": _eval(student + 0.25),
+                                    "grpo-only-s0": _eval(only)}}
+        part["runs"] = {n: {**r, "final": n if n.endswith("-s0") else None} for n, r in full["runs"].items()}
+        paths.append(tmp_path / f"results-{i}.json")
+        paths[-1].write_text(json.dumps(part))
+    assert compare_arms.main(["--arm", "grpo-opd", str(paths[0]), "--control", "grpo-only", *map(str, paths),
+                              "--n-resamples", "200"]) == 0
+    out = capsys.readouterr().out
+    assert "grpo-only-s0 of " + str(paths[1]) + ": gain over its student +50.00 points" in out
+    assert "arm - student: +25.00 points, 95% CI [+25.00, +25.00]" in out
+    assert "control - student: +25.00 points" in out and "arm - control: +0.00 points" in out

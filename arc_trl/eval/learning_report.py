@@ -198,7 +198,8 @@ def checks(s: dict[str, Any]) -> dict[str, bool | None]:
         "grpo_opd_minus_student_ci_excludes_zero": excludes_zero(s["grpo_opd_minus_student_ci95"]),
         "grpo_opd_minus_grpo_only_ci_excludes_zero": excludes_zero(s["grpo_opd_minus_grpo_only_ci95"]),
         "heldout_ge_256_tasks_x_4_attempts": s["heldout_tasks"] >= MIN_TASKS and s["attempts_per_task"] >= MIN_ATTEMPTS,
-        "seeds_ge_2": len(s["seeds"]) >= MIN_SEEDS,
+        # every arm evaluated at the end of at least 2 training seeds (the seeds run, pooled, are not enough)
+        "seeds_ge_2": all(len(s["per_seed_pass1"].get(arm, {})) >= MIN_SEEDS for arm in ARMS),
         "heldout_never_trained_on": None if s["heldout_overlap"] is None else not any(s["heldout_overlap"].values()),
     }
 

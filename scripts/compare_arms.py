@@ -1,0 +1,79 @@
+"""Compare the RL arms of several learning experiments' results, each run against the student it started from.
+
+    python scripts/compare_arms.py --arm grpo-opd docs/gpu_learning/results-machine*.json \
+        --control grpo-only docs/gpu_learning/results-machine*.json docs/gpu_learning/teacher-1epoch/results-machine*.json
+
+A run is an RL run of a machine's results.json (demo_learning.py) with a final held-out evaluation; its start is the
+student that machine built and evaluated. The arm's runs come from the first list of files, the control's from the
+second, so a control that does not depend on what changed between experiments (GRPO only does not use the teacher)
+can pool every seed measured with its config. Prints each run's gain over its start, then per-task paired bootstrap
+CIs (arc_trl.eval.bootstrap.gain_bootstrap) of arm - student, control - student and arm - control.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+from typing import Any
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from arc_trl.eval.bootstrap import gain_bootstrap  # noqa: E402
+
+Run = tuple[str, dict[str, float], dict[str, float]]  # label, the run's per-task pass@1, its student's
+
+
+def runs_of(paths: list[str], arm: str) -> list[Run]:
+    """The evaluated runs of `arm` in each results file, with the per-task pass@1 of that file's student."""
+    out = []
+    for path in paths:
+        results = json.loads(Path(path).read_text())
+        heldout = results.get("heldout", {})
+        if "student" not in heldout:
+            raise SystemExit(f"{path}: no student evaluation to compare its runs with")
+        for name, run in sorted(results.get("runs", {}).items()):
+            if run.get("arm") == arm and run.get("final") in heldout:
+                out.append((f"{name} of {path}", heldout[run["final"]]["per_task"], heldout["student"]["per_task"]))
+    if not out:
+        raise SystemExit(f"no evaluated {arm} run in {', '.join(paths)}")
+    return out
+
+
+def gain(run: Run) -> float:
+    _, after, before = run
+    return sum(after[t] - before[t] for t in after) / len(after)
+
+
+def compare(arm: list[Run], control: list[Run], n_resamples: int) -> dict[str, dict[str, Any]]:
+    def split(runs: list[Run]):
+        return [r[1] for r in runs], [r[2] for r in runs]
+
+    (a, a_start), (c, c_start) = split(arm), split(control)
+    return {"arm - student": gain_bootstrap(a, a_start, n_resamples=n_resamples),
+            "control - student": gain_bootstrap(c, c_start, n_resamples=n_resamples),
+            "arm - control": gain_bootstrap(a, a_start, c, c_start, n_resamples=n_resamples)}
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--arm", nargs="+", required=True, metavar=("ARM", "RESULTS_JSON"))
+    parser.add_argument("--control", nargs="+", required=True, metavar=("ARM", "RESULTS_JSON"))
+    parser.add_argument("--n-resamples", type=int, default=10_000)
+    args = parser.parse_args(argv)
+    if len(args.arm) < 2 or len(args.control) < 2:
+        parser.error("--arm and --control: an arm name, then one or more results.json files")
+    arm, control = runs_of(args.arm[1:], args.arm[0]), runs_of(args.control[1:], args.control[0])
+    for label, runs in ((args.arm[0], arm), (args.control[0], control)):
+        for run in runs:
+            print(f"{label:>10}  {run[0]}: gain over its student {100 * gain(run):+.2f} points")
+    for name, res in compare(arm, control, args.n_resamples).items():
+        lo, hi = res["ci"]
+        print(f"{name:>18}: {100 * res['mean_diff']:+.2f} points, 95% CI [{100 * lo:+.2f}, {100 * hi:+.2f}] "
+              f"({res['n_tasks']} tasks, {res['n_resamples']} resamples)")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
