@@ -1,7 +1,8 @@
 """Compare the RL arms of several learning experiments' results, each run against the student it started from.
 
     python scripts/compare_arms.py --arm grpo-opd docs/gpu_learning/results-machine*.json \
-        --control grpo-only docs/gpu_learning/results-machine*.json docs/gpu_learning/teacher-1epoch/results-machine*.json
+        --control grpo-only docs/gpu_learning/results-machine*.json \
+        docs/gpu_learning/teacher-1epoch/results-machine*.json
 
 A run is an RL run of a machine's results.json (demo_learning.py) with a final held-out evaluation; its start is the
 student that machine built and evaluated. The arm's runs come from the first list of files, the control's from the
