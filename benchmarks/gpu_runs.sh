@@ -33,6 +33,7 @@
 #   collapse8b  one provoked rollback of the 8B one-GPU recipe (peak memory, time to recover)
 #   teachers the privileged teacher, the student and the teacher's teacher_kl (demo_learning stages, ONLY=...)
 #   seedpair both arms of training seed SEED from this machine's student, each evaluation beside the next run
+#   sweep    the validation sweep of configs/gpu/learning/sweep.yaml (student and privileged teacher first)
 #   pieces   the stages ONLY=... of the experiment with what they need (one machine's share of `learning`)
 #   speed    issue 25's before/after: profile_step.py on the 0.6B learning step (and SPEED_8B=1: the 8B recipe) for
 #            the tree in .baseline/ (the commit before the change), then this one
@@ -57,7 +58,8 @@ export PYTHONPATH=/tmp/site:$PWD PATH=/tmp/site/bin:$PATH
 collect() {  # results, trainer states, evaluation metrics, logs and GPU memory samples -> OUT (the device returns <= 8 files)
   cp "$learning/results.json" "$out/" 2>/dev/null
   (cd "$work" && tar -czf "$out/$1-logs.tar.gz" logs queue/log $(ls -d learning/logs learning/results.json \
-    learning/*/trainer_state.json learning/*/run_summary.json learning/eval/*/metrics.json \
+    learning/*/trainer_state.json learning/*/run_summary.json learning/eval/*/metrics.json learning/sweep/*.json \
+    learning/sweep/*/trainer_state.json learning/sweep/*/run_summary.json learning/sweep/*/eval_arc/*.jsonl \
     learning/eval/*/completions.jsonl runs/*/trainer_state.json runs/*/run_summary.json runs/*/*.jsonl bench \
     2>/dev/null))
   ls -la "$out"
@@ -240,6 +242,13 @@ case $stage in
     beside "grpo-opd-s$s" eval-student
     beside "grpo-only-s$s" "eval-grpo-opd-s$s"
     run "eval-grpo-only-s$s" "$limit" "${demo[@]}" --only "eval-grpo-only-s$s"
+    ;;
+  sweep)  # issue 26 item 2: configs/gpu/learning/sweep.yaml (GRPO + OPD from this machine's student and privileged
+    # teacher, each run scored on the validation tasks in training), ranked by arc_trl.eval.sweep_choice
+    run shared "$limit" "${demo[@]}" --only teacher-privileged --with-needs
+    run sweep "${LIMIT:-3000}" python3 scripts/sweep.py configs/gpu/learning/sweep.yaml --command "python3 scripts/train.py"
+    run sweep-choice 300 python3 -m arc_trl.eval.sweep_choice "$learning/sweep" --out "$learning/sweep/choice.json"
+    cat "$work/logs/sweep-choice.log"
     ;;
   pieces)  # issue 26: some stages of the experiment (ONLY=comma-separated patterns) with what they need
     run pieces "${LIMIT:-3000}" "${demo[@]}" --only "${ONLY:?ONLY=stage patterns}" --with-needs
