@@ -60,7 +60,7 @@ collect() {  # results, trainer states, evaluation metrics, logs and GPU memory 
   (cd "$work" && tar -czf "$out/$1-logs.tar.gz" logs queue/log $(ls -d learning/logs learning/results.json \
     learning/*/trainer_state.json learning/*/run_summary.json learning/eval/*/metrics.json learning/sweep/*.json \
     learning/sweep/*/trainer_state.json learning/sweep/*/run_summary.json learning/sweep/*/eval_arc/*.jsonl \
-    learning/eval/*/completions.jsonl runs/*/trainer_state.json runs/*/run_summary.json runs/*/*.jsonl bench \
+    learning/eval/*/completions.jsonl learning/eval/*/per_attempt.jsonl runs/*/trainer_state.json runs/*/run_summary.json runs/*/*.jsonl bench \
     2>/dev/null))
   ls -la "$out"
 }

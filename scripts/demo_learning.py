@@ -20,9 +20,9 @@ Every stage runs the project's own entry point (output in OUT/logs/<stage>.log):
   eval-RUN-stepN scripts/evaluate.py generate                 its checkpoints every `eval_every` steps, then the end
 
 Then OUT/results.json (every evaluation with its per-task pass@1, the training logs, each stage's wall time; written
-after every invocation, also a partial one) and, once a run is complete, the plots (docs/img/<prefix>_*.png), the
-generated block of docs/learning.md and (GPU profile) the summary JSON with the bootstrap CIs
-(arc_trl/eval/learning_report.py).
+after every stage, so a run stopped between stages leaves it) and, once a run is complete, the plots
+(docs/img/<prefix>_*.png), the generated block of docs/learning.md and (GPU profile) the summary JSON with the
+bootstrap CIs (arc_trl/eval/learning_report.py).
 
 The folder given by `--configs` holds the stage configs (sft-student.yaml, the teachers' SFT configs, grpo-opd.yaml)
 and a `profile.yaml` (`DEFAULT_PROFILE` below: model shape, evaluation backend, held-out and validation sets, seeds,
@@ -45,6 +45,7 @@ import subprocess
 import sys
 import threading
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from functools import lru_cache
 from pathlib import Path
@@ -286,15 +287,19 @@ def run_stage(stage: Stage, logs: Path) -> float:
     return seconds
 
 
-def run_stages(stages: list[Stage], logs: Path, seconds: dict[str, float] | None = None) -> dict[str, float]:
+def run_stages(stages: list[Stage], logs: Path, seconds: dict[str, float] | None = None,
+               after_each: Callable[[], Any] | None = None) -> dict[str, float]:
     """Run, in list order, the stages whose done file is missing; seconds of each stage run (also added to `seconds`
-    as they finish). A failed stage ends the run (SystemExit); the finished ones are kept for --resume."""
+    as they finish), then `after_each()`. A failed stage ends the run (SystemExit); the finished ones are kept for
+    --resume."""
     seconds = {} if seconds is None else seconds
     for stage in stages:
         if stage.done_file.exists():
             print(f"[demo] {stage.name}: already done ({stage.done_file})")
         else:
             seconds[stage.name] = round(run_stage(stage, logs), 1)
+            if after_each is not None:
+                after_each()
     return seconds
 
 
@@ -722,29 +727,37 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     previous = json.loads(results_path.read_text()) if args.resume and results_path.exists() else {}
     stage_seconds: dict[str, float] = previous.get("stage_seconds", {})
     sampler = LoadSampler()
+    config = read_yaml(configs / "grpo-opd.yaml")
+
+    def write_results() -> dict[str, Any]:
+        """OUT/results.json from every finished stage: after each stage (a GPU machine taken back mid-run leaves it)
+        and at the end. Another invocation on the same --out (stages side by side) may have written since this one
+        started: its stage seconds are kept."""
+        latest = json.loads(results_path.read_text()) if results_path.exists() else {}
+        seconds = {**previous.get("stage_seconds", {}), **latest.get("stage_seconds", {}), **stage_seconds}
+        loads = previous.get("loads", []) + list(sampler.values)
+        results = {
+            "seed": args.seed, "machine": machine(), "device": _gpu_name() or f"CPU ({platform.machine()})",
+            "cpus": os.cpu_count(), "date": time.strftime("%Y-%m-%d"),
+            "heldout_dataset": heldout_spec(n_heldout, profile["heldout_seed"], configs),
+            "validation_dataset": heldout_spec(profile["validation_tasks"], profile["validation_seed"], configs)
+            if profile["validation_tasks"] else None,
+            "n_predictions": n_predictions, "temperature": config.get("temperature", 1.0),
+            "reward_mode": config["reward_mode"], "stage_seconds": seconds,
+            "total_seconds": sum(seconds.values()),
+            "loads": loads, "load_mean": sum(loads) / len(loads), "load_max": max(loads),
+            **collect_results(out, stages, configs, profile, n_predictions),
+        }
+        results_path.write_text(json.dumps(results, indent=2))
+        return results
+
     failure = None
     try:
-        run_stages(selected, out / "logs", stage_seconds)
+        run_stages(selected, out / "logs", stage_seconds, after_each=write_results)
     except SystemExit as error:  # a failed stage still leaves the results of the finished ones
         failure = error
-    # another invocation on the same --out (stages run side by side) may have written since this one started
-    latest = json.loads(results_path.read_text()) if args.resume and results_path.exists() else {}
-    stage_seconds = {**latest.get("stage_seconds", {}), **stage_seconds}
-    loads = latest.get("loads", previous.get("loads", [])) + sampler.stop()
-    config = read_yaml(configs / "grpo-opd.yaml")
-    results = {
-        "seed": args.seed, "machine": machine(), "device": _gpu_name() or f"CPU ({platform.machine()})",
-        "cpus": os.cpu_count(), "date": time.strftime("%Y-%m-%d"),
-        "heldout_dataset": heldout_spec(n_heldout, profile["heldout_seed"], configs),
-        "validation_dataset": heldout_spec(profile["validation_tasks"], profile["validation_seed"], configs)
-        if profile["validation_tasks"] else None,
-        "n_predictions": n_predictions, "temperature": config.get("temperature", 1.0),
-        "reward_mode": config["reward_mode"], "stage_seconds": stage_seconds,
-        "total_seconds": sum(stage_seconds.values()),
-        "loads": loads, "load_mean": sum(loads) / len(loads), "load_max": max(loads),
-        **collect_results(out, stages, configs, profile, n_predictions),
-    }
-    results_path.write_text(json.dumps(results, indent=2))
+    sampler.stop()
+    results = write_results()
     if failure is not None:
         raise failure
     partial = len(selected) < len(stages)

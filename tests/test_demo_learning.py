@@ -315,12 +315,28 @@ def test_side_by_side_invocations_on_one_out_keep_each_others_stage_seconds(tmp_
     monkeypatch.setattr(demo, "plan", lambda *a, **k: stages)
     original_run_stages = demo.run_stages
 
-    def run_b_while_a_runs(selected, logs, seconds):  # the other invocation finishes while this one runs stage a
+    def run_b_while_a_runs(selected, logs, seconds, after_each=None):  # the other invocation ends while a runs
         if [s.name for s in selected] == ["a"]:
             demo.main(["--out", str(out), "--no-docs", "--resume", "--only", "b"])
-        return original_run_stages(selected, logs, seconds)
+        return original_run_stages(selected, logs, seconds, after_each)
 
     monkeypatch.setattr(demo, "run_stages", run_b_while_a_runs)
     out.mkdir()
     demo.main(["--out", str(out), "--no-docs", "--resume", "--only", "a"])
+    assert sorted(json.loads((out / "results.json").read_text())["stage_seconds"]) == ["a", "b"]
+
+
+def test_results_are_written_after_every_stage(tmp_path, monkeypatch):
+    """A machine taken back while stage b runs still leaves results.json with stage a (before: written only when the
+    invocation ended, so machine 1 of the second GPU experiment left none)."""
+    import sys
+
+    out = tmp_path / "run"
+    seen = tmp_path / "seen.json"
+    code = (f"import pathlib, shutil; shutil.copy({str(out / 'results.json')!r}, {str(seen)!r}); "
+            f"pathlib.Path({str(tmp_path / 'b.done')!r}).write_text('ok')")
+    reader = demo.Stage("b", [sys.executable, "-c", code], tmp_path / "b.done")
+    monkeypatch.setattr(demo, "plan", lambda *a, **k: [_sleeper(tmp_path, "a", 0.01), reader])
+    demo.main(["--out", str(out), "--no-docs"])
+    assert list(json.loads(seen.read_text())["stage_seconds"]) == ["a"]
     assert sorted(json.loads((out / "results.json").read_text())["stage_seconds"]) == ["a", "b"]
