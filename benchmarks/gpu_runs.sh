@@ -100,6 +100,10 @@ run() {  # run NAME SECONDS CMD...: log to $work/logs/NAME.log, print the exit c
   timeout "$limit" "$@" > "$work/logs/$name.log" 2>&1; local rc=$?
   echo "   rc=$rc in $((SECONDS - t)) s"; tail -4 "$work/logs/$name.log" | cut -c1-400
 }
+first_step() {  # first_step LOG PID: wait until the training run PID has logged a step (its vLLM is up), or ended
+  local t=$SECONDS
+  until grep -qs "'reward'" "$1" || ! kill -0 "$2" 2>/dev/null || [ $((SECONDS - t)) -gt 400 ]; do sleep 5; done
+}
 limit=${LIMIT:-570}  # seconds for the stage's main command (a device call may run 600 s; the queue allows more)
 demo=(python3 scripts/demo_learning.py --configs configs/gpu/learning --out "$learning" --resume --no-docs)
 
@@ -234,8 +238,7 @@ case $stage in
     run shared "$limit" "${demo[@]}" --only "${SHARED:-teacher-privileged}" --with-needs
     beside() {  # beside RUN EVAL: RUN in the background; EVAL once RUN has logged its first step (its vLLM is up)
       "${demo[@]}" --only "$1" > "$work/logs/$1.out" 2>&1 & local pid=$! t=$SECONDS
-      until grep -qs "'reward'" "$learning/logs/$1.log" || ! kill -0 $pid 2>/dev/null || [ $((SECONDS - t)) -gt 400 ]; do
-        sleep 5; done
+      first_step "$learning/logs/$1.log" $pid
       run "$2" "$limit" python3 scripts/demo_learning.py --configs "$side" --out "$learning" --resume --no-docs --only "$2"
       wait $pid; echo "   $1 rc=$? in $((SECONDS - t)) s"; tail -2 "$work/logs/$1.out" | cut -c1-300
     }
@@ -244,9 +247,18 @@ case $stage in
     run "eval-grpo-only-s$s" "$limit" "${demo[@]}" --only "eval-grpo-only-s$s"
     ;;
   sweep)  # issue 26 item 2: configs/gpu/learning/sweep.yaml (GRPO + OPD from this machine's student and privileged
-    # teacher, each run scored on the validation tasks in training), ranked by arc_trl.eval.sweep_choice
+    # teacher, each run scored on the validation tasks in training), two runs at a time (each holds ~34 GiB; the next
+    # starts once the one before has logged its first step), ranked by arc_trl.eval.sweep_choice
     run shared "$limit" "${demo[@]}" --only teacher-privileged --with-needs
-    run sweep "${LIMIT:-3000}" python3 scripts/sweep.py configs/gpu/learning/sweep.yaml --command "python3 scripts/train.py"
+    python3 scripts/sweep.py configs/gpu/learning/sweep.yaml --dry-run --command "python3 scripts/train.py"
+    pids=()
+    for config in "$learning"/sweep/*/config.yaml; do
+      name=$(basename "$(dirname "$config")"); echo "== $(date -u +%T) sweep run $name"
+      python3 scripts/train.py --config "$config" > "$work/logs/sweep-$name.log" 2>&1 & pids+=($!)
+      first_step "$work/logs/sweep-$name.log" $!
+      if [ ${#pids[@]} -ge 2 ]; then wait "${pids[0]}"; pids=("${pids[@]:1}"); fi
+    done
+    wait
     run sweep-choice 300 python3 -m arc_trl.eval.sweep_choice "$learning/sweep" --out "$learning/sweep/choice.json"
     cat "$work/logs/sweep-choice.log"
     ;;
