@@ -60,7 +60,8 @@ collect() {  # results, trainer states, evaluation metrics, logs and GPU memory 
   (cd "$work" && tar -czf "$out/$1-logs.tar.gz" logs queue/log $(ls -d learning/logs learning/results.json \
     learning/*/trainer_state.json learning/*/run_summary.json learning/eval/*/metrics.json learning/sweep/*.json \
     learning/sweep/*/trainer_state.json learning/sweep/*/run_summary.json learning/sweep/*/eval_arc/*.jsonl \
-    learning/eval/*/completions.jsonl learning/eval/*/per_attempt.jsonl runs/*/trainer_state.json runs/*/run_summary.json runs/*/*.jsonl bench \
+    learning/eval/*/completions.jsonl learning/eval/*/per_attempt.jsonl runs/*/trainer_state.json \
+    runs/*/run_summary.json runs/*/*.jsonl bench \
     2>/dev/null))
   ls -la "$out"
 }
@@ -235,6 +236,7 @@ case $stage in
     # with each held-out evaluation beside the next RL run (a second vLLM at 0.25 of the GPU: a run holds ~34 GiB)
     s=${SEED:-1}; side=$work/configs-side; rm -rf "$side"; cp -r configs/gpu/learning "$side"
     sed -i -e '/^eval_args:/s/"0.6"/"0.25"/' -e '/^eval_args:/s/"16"/"8"/' "$side/profile.yaml"
+    grep -q '^eval_args:.*"0.25"' "$side/profile.yaml" || { echo "seedpair: eval_args of profile.yaml changed: mend the sed"; exit 2; }
     run shared "$limit" "${demo[@]}" --only "${SHARED:-teacher-privileged}" --with-needs
     beside() {  # beside RUN EVAL: RUN in the background; EVAL once RUN has logged its first step (its vLLM is up)
       "${demo[@]}" --only "$1" > "$work/logs/$1.out" 2>&1 & local pid=$! t=$SECONDS

@@ -734,7 +734,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
         and at the end. Another invocation on the same --out (stages side by side) may have written since this one
         started: its stage seconds are kept."""
         latest = json.loads(results_path.read_text()) if results_path.exists() else {}
-        seconds = {**previous.get("stage_seconds", {}), **latest.get("stage_seconds", {}), **stage_seconds}
+        seconds = {**latest.get("stage_seconds", {}), **stage_seconds}  # stage_seconds holds the previous ones
         loads = previous.get("loads", []) + list(sampler.values)
         results = {
             "seed": args.seed, "machine": machine(), "device": _gpu_name() or f"CPU ({platform.machine()})",
