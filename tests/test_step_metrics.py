@@ -143,3 +143,11 @@ def test_mismatch_counts_give_exact_token_and_episode_shares():
     assert math.isclose(c.masked_tokens / c.model_tokens, 0.4)
     with pytest.raises(ValueError, match="vllm_importance_sampling_mode='token' is not one of"):
         importance_sampling_hits(TRAINER, SAMPLER, MASK, "token", None, 3.0)
+
+
+def test_token_share_can_exceed_episode_share_when_the_masked_episode_is_long():
+    """The two shares are independent: 1 of 2 episodes masked, but it holds 3 of the 4 model tokens."""
+    model_mask = torch.tensor([[1, 0, 0], [1, 1, 1]])
+    masked = torch.tensor([[False, False, False], [True, True, True]])
+    c = mismatch_counts(masked, torch.zeros_like(masked), model_mask)
+    assert (c.masked_tokens / c.model_tokens, c.masked_episodes / c.episodes) == (0.75, 0.5)

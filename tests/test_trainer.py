@@ -214,7 +214,9 @@ def test_tiny_cpu_config_end_to_end_with_colocated_vllm(memorized_model_dir, mem
     _check_step_budget(logs, generation_batch=4, vllm=True)
     for h in logs:
         assert 0 <= h["sampling/masked_frac"] < 1 and h["sampling/clipped_frac"] == 0  # mask mode: nothing clipped
-        assert h["sampling/masked_episode_frac"] >= h["sampling/masked_frac"]
+        # an episode is counted when any of its tokens is masked (not an upper bound on the token share: one long
+        # masked episode can hold more than its 1/n of the tokens; CI saw 0.267 of tokens in 0.25 of episodes)
+        assert (h["sampling/masked_episode_frac"] > 0) == (h["sampling/masked_frac"] > 0)
         # TRL's own ratios: some model token has weight 0 exactly when we count a masked one (how many depends on
         # the batch's numerics: a step where vLLM and the trainer agree within 1e-3 everywhere masks nothing)
         assert (h["sampling/masked_frac"] > 0) == (h["sampling/importance_sampling_ratio/min"] == 0)
