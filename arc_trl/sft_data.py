@@ -85,12 +85,11 @@ def build_sft_dataset(tasks: list[ArcTask], mode: str, pool=None, template=None,
     for start in range(0, len(tasks), chunk_size):
         chunk = tasks[start : start + chunk_size]
         if mode == "repl":
-            sessions = [pool.new_session(task) for task in chunk]
+            sessions = pool.open_sessions(chunk)  # started in parallel
             try:
                 conversations = _replay_repl(chunk, sessions, template, pool.map_turns, privileged)
             finally:
-                for session in sessions:
-                    session.close()
+                pool.close_sessions(sessions)
         else:
             conversations = [reference_conversation(task, mode, template=template, privileged=privileged)
                              for task in chunk]

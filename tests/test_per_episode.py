@@ -107,22 +107,22 @@ def test_scripted_per_episode_matches_lockstep_token_by_token(tiny_tokenizer, po
         return session
 
     sessions = []
-    new_session = pool.new_session
+    open_sessions = pool.open_sessions
     three_turn_tasks = {tasks[1].id, tasks[3].id}
 
-    def opened(task):
-        session = new_session(task)
-        sessions.append(held_last_turn(session) if task.id in three_turn_tasks else session)
-        return session
+    def opened(tasks_):
+        for task, session in zip(tasks_, opened_ := open_sessions(tasks_)):
+            sessions.append(held_last_turn(session) if task.id in three_turn_tasks else session)
+        return opened_
 
-    pool.new_session = opened
+    pool.open_sessions = opened
     try:
         gen = _streaming(_scripted(tiny_tokenizer, tasks, turns), held={2})
         per_episode = run_episodes(tasks, prompts, gen, tiny_tokenizer, pool,
                                    RolloutSettings(**{**vars(settings), "scheduling": "per_episode"}),
                                    on_finished=report)
     finally:
-        del pool.new_session
+        del pool.open_sessions
     _same_episodes(per_episode, lockstep)
     assert [ep.finish_reason for ep in per_episode] == ["submitted", "max_turns", "submitted", "max_turns"]
     # every episode reported once, as it ended: the one-turn episode while the 3-turn ones still ran
@@ -141,8 +141,8 @@ def test_per_episode_closes_sessions_and_stream_on_errors(tiny_tokenizer, pool):
     task = load_task("arc-agi-1/train", "6150a2bd")
     gen = _streaming(_scripted(tiny_tokenizer, [task, task], [[INSPECT, SOLVE]] * 2))
     sessions = []
-    new_session = pool.new_session
-    pool.new_session = lambda t: sessions.append(new_session(t)) or sessions[-1]
+    open_sessions = pool.open_sessions
+    pool.open_sessions = lambda tasks_: sessions.extend(open_sessions(tasks_)) or sessions[-len(tasks_):]
 
     def failing_turn(self, text):
         raise RuntimeError("sandbox exploded")
@@ -157,7 +157,7 @@ def test_per_episode_closes_sessions_and_stream_on_errors(tiny_tokenizer, pool):
                          RolloutSettings(max_turns=3, max_completion_length=4096, scheduling="per_episode"))
     finally:
         Session.run_turn = original
-        del pool.new_session
+        del pool.open_sessions
     assert gen.streams[0].closed and len(sessions) == 2 and all(s.closed for s in sessions)
 
 

@@ -362,6 +362,68 @@ def test_close_kills_the_process_and_removes_the_work_dir(pool):
     assert _gone(pid)
 
 
+def test_open_sessions_start_in_the_background_and_close_sessions_kills_later(pool):
+    sessions = pool.open_sessions([mirror_task(), two_test_task(), mirror_task()])
+    deadline = time.monotonic() + 30
+    while any(s._child is None for s in sessions) and time.monotonic() < deadline:
+        time.sleep(0.01)
+    assert all(s._child is not None for s in sessions)  # started without a run asking for it
+    pids = [s._child.pid for s in sessions]
+    results = pool.map_turns([(s, "```python\nSUBMIT([g[:, ::-1] for g in test_inputs])\n```") for s in sessions])
+    assert [r.submitted for r in results] == [[[[8, 7], [0, 9]]], [[[2, 2], [0, 2]], [[3]]], [[[8, 7], [0, 9]]]]
+    pool.close_sessions(sessions)
+    assert all(s.closed for s in sessions)  # closed for the caller at once
+    with pytest.raises(RuntimeError, match="closed"):
+        sessions[0].run("1")
+    deadline = time.monotonic() + 30
+    while not all(_gone(pid) for pid in pids) and time.monotonic() < deadline:
+        time.sleep(0.01)
+    assert all(_gone(pid) for pid in pids)  # the kills ran in the background
+
+
+def test_a_session_closed_before_its_background_start_never_starts(pool, monkeypatch):
+    from arc_trl.sandbox import Session
+
+    gate = __import__("threading").Event()
+    start_now = Session.start_now
+    monkeypatch.setattr(Session, "start_now", lambda self: gate.wait(30) and start_now(self))
+    [session] = pool.open_sessions([mirror_task()])
+    session.close()
+    gate.set()
+    time.sleep(0.2)
+    assert session._child is None and session.closed
+
+
+def test_a_failed_background_start_is_reported_by_the_first_run(monkeypatch):
+    from arc_trl.sandbox.forkserver import SandboxError
+
+    with SandboxPool(1, FAST) as p:
+        spawn = p.forkserver.spawn
+        failures = iter(range(2))  # the background start and the first run's retry fail; the next run's works
+
+        def flaky(channel):
+            if next(failures, None) is not None:
+                raise SandboxError("no more processes")
+            return spawn(channel)
+
+        monkeypatch.setattr(p.forkserver, "spawn", flaky)
+        [session] = p.open_sessions([mirror_task()])  # never raises: the failure waits for the first run
+        first = session.run("print(1)")
+        assert (first.status, first.error_kind) == ("crashed", "unavailable") and "no more processes" in first.note
+        second = session.run("print(2)")
+        assert (second.status, second.stdout) == ("ok", "2\n")
+
+
+def test_a_fresh_sessions_first_numpy_calls_import_nothing(pool):
+    """The zygote warms numpy's lazily imported paths (np.unique imports numpy.ma on first use), so no session pays
+    for them (~6 ms per session before)."""
+    with pool.new_session(mirror_task()) as s:
+        r = s.run("import sys\nbefore = set(sys.modules)\nx = train_inputs[0]\n"
+                  "print(np.unique(x, return_counts=True), np.isin(x, [1]), np.setdiff1d(x, [1]), x, x / 3)\n"
+                  "print(sorted(set(sys.modules) - before))")
+        assert r.status == "ok" and r.stdout.splitlines()[-1] == "[]", r.stdout
+
+
 def test_pool_created_in_a_thread_that_exits_keeps_working():
     import threading
 

@@ -37,6 +37,7 @@ from arc_trl.rollout.turns import (
     apply_turn_result,
     close_sessions,
     open_episodes,
+    open_sessions,
 )
 from arc_trl.rollout.settings import RolloutSettings
 
@@ -77,8 +78,7 @@ def run_episodes(
     eos = set(generator.eos_token_ids)
     end_of_turn = end_of_turn_id(tokenizer, generator.eos_token_ids, **template_kwargs)
     try:
-        for ep in episodes:
-            ep.session = pool.new_session(ep.task)
+        open_sessions(episodes, pool)  # started in the background while the first turn generates
         for _turn in range(settings.max_turns):
             active = [ep for ep in episodes if not ep.done]
             if not generator.global_any(bool(active)):
@@ -107,7 +107,7 @@ def run_episodes(
                 ep.finish("max_turns")
         report_finished()
     finally:
-        close_sessions(episodes)
+        close_sessions(episodes, pool)
     return episodes
 
 

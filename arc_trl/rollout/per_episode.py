@@ -32,6 +32,7 @@ from arc_trl.rollout.turns import (
     apply_turn_result,
     close_sessions,
     open_episodes,
+    open_sessions,
     turn_token_cap,
 )
 
@@ -84,8 +85,7 @@ def run_per_episode(
         stream = open_stream(generator)
         for ep in episodes:
             stream.add(ep.index, ep.prompt_ids, turn_token_cap(ep, settings))
-        for ep in episodes:  # while the engine (if it runs in its own process) starts on the first turns
-            ep.session = pool.new_session(ep.task)
+        open_sessions(episodes, pool)  # started in the background while the engine works on the first turns
         while stream.pending() or in_sandbox:
             if stream.pending():
                 for key, ids, lps in stream.advance():
@@ -120,5 +120,5 @@ def run_per_episode(
                 stream.close()
         finally:
             executor.shutdown(wait=True, cancel_futures=True)  # no code run may still hold a session
-            close_sessions(episodes)
+            close_sessions(episodes, pool)
     return episodes

@@ -22,11 +22,19 @@ def open_episodes(tasks: list[ArcTask], prompts: list[list[dict]], tokenizer, te
     ]
 
 
-def close_sessions(episodes: list[Episode]) -> None:
+def open_sessions(episodes: list[Episode], pool) -> None:
+    """Give each episode its sandbox session; the processes start in the background (`SandboxPool.open_sessions`),
+    while the first turn generates."""
+    for ep, session in zip(episodes, pool.open_sessions([ep.task for ep in episodes]), strict=True):
+        ep.session = session
+
+
+def close_sessions(episodes: list[Episode], pool) -> None:
+    """Hand the episodes' sessions to the pool to close in the background (off the step's critical path)."""
+    sessions = [ep.session for ep in episodes if ep.session is not None]
     for ep in episodes:
-        if ep.session is not None:
-            ep.session.close()
-            ep.session = None
+        ep.session = None
+    pool.close_sessions(sessions)
 
 
 def turn_token_cap(ep: Episode, settings: RolloutSettings) -> int:

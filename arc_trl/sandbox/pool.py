@@ -54,6 +54,8 @@ class SandboxPool:
         self._executor_lock = threading.Lock()
         self._turn_pool: ThreadPoolExecutor | None = None
         self._async_pool: ThreadPoolExecutor | None = None
+        self._start_pool: ThreadPoolExecutor | None = None
+        self._close_pool: ThreadPoolExecutor | None = None
         self.protections: dict[str, Any] = {}  # what the last started session reported (landlock, seccomp, ...)
         self.closed = False
         self._finalizer = weakref.finalize(self, _shutdown, self.forkserver, self._sessions, self._executors)
@@ -66,6 +68,26 @@ class SandboxPool:
         session = Session(self, task)
         self._sessions.add(session)
         return session
+
+    def open_sessions(self, tasks: list[ArcTask]) -> list[Session]:
+        """A session per task, returned at once; their processes start in the background (`num_workers` threads),
+        so a caller can generate meanwhile. A session's first run waits for its start; a start that fails is retried
+        by that run and reported in its result (as after a crash), not raised here."""
+        if self.closed:
+            raise RuntimeError("the SandboxPool is closed")
+        sessions = [Session(self, task, start=False) for task in tasks]
+        self._sessions.update(sessions)
+        starter = self._executor("_start_pool", "sandbox-start")
+        for session in sessions:
+            starter.submit(session.start_now)
+        return sessions
+
+    def close_sessions(self, sessions: list[Session]) -> None:
+        """Close `sessions` now and kill their processes in the background (each kill is a round trip to the zygote,
+        ~1 ms, off the caller's critical path)."""
+        closer = self._executor("_close_pool", "sandbox-close")
+        for session in sessions:
+            session.close(closer)
 
     def map_turns(self, items: list[tuple[Session, str]]) -> list[TurnResult]:
         """`session.run_turn(text)` for each (session, text), up to `num_workers` at a time; results in input order.
@@ -89,19 +111,21 @@ class SandboxPool:
             raise ValueError("the same session appears twice; run its calls one after the other instead")
 
     def _turn_executor(self) -> ThreadPoolExecutor:
-        with self._executor_lock:
-            if self._turn_pool is None:
-                self._turn_pool = ThreadPoolExecutor(self.num_workers, thread_name_prefix="sandbox-turn")
-                self._executors.append(self._turn_pool)
-            return self._turn_pool
+        return self._executor("_turn_pool", "sandbox-turn")
 
     def async_executor(self) -> ThreadPoolExecutor:
         """The threads that run the sessions' blocking calls for their asyncio methods (created on first use)."""
+        return self._executor("_async_pool", "sandbox-async")
+
+    def _executor(self, attribute: str, thread_name: str) -> ThreadPoolExecutor:
+        """The pool's `num_workers` threads kept in `attribute`, created on first use (shut down by `close`)."""
         with self._executor_lock:
-            if self._async_pool is None:
-                self._async_pool = ThreadPoolExecutor(self.num_workers, thread_name_prefix="sandbox-async")
-                self._executors.append(self._async_pool)
-            return self._async_pool
+            executor = getattr(self, attribute)
+            if executor is None:
+                executor = ThreadPoolExecutor(self.num_workers, thread_name_prefix=thread_name)
+                setattr(self, attribute, executor)
+                self._executors.append(executor)
+            return executor
 
     def note_protections(self, protections: dict[str, Any]) -> None:
         """Keep what a freshly started session reported about its confinement (`protections`)."""

@@ -17,6 +17,7 @@ import struct
 import threading
 import time
 import weakref
+from concurrent.futures import Executor
 from typing import TYPE_CHECKING, Any, Self
 
 from arc_trl.data.task import ArcTask, Grid, normalize_grid
@@ -39,10 +40,11 @@ _MAX_ERROR_KIND = 100
 class Session:
     """A persistent sandboxed interpreter for one task. Create it with `SandboxPool.new_session(task)`.
 
-    `pool`: the `SessionHost` that runs it (the `SandboxPool` that created it).
+    `pool`: the `SessionHost` that runs it (the `SandboxPool` that created it). `start=False` defers starting the
+    process to `start_now` or the first run (`SandboxPool.open_sessions` starts it in the background).
     """
 
-    def __init__(self, pool: SessionHost, task: ArcTask) -> None:
+    def __init__(self, pool: SessionHost, task: ArcTask, start: bool = True) -> None:
         self.pool = pool
         self.config = pool.config
         self.task_id = task.id
@@ -64,7 +66,8 @@ class Session:
         self.restarts = 0
         self.closed = False
         self.protections: dict[str, Any] = {}
-        self._start()
+        if start:
+            self._start()
 
     # --- process management
 
@@ -107,6 +110,13 @@ class Session:
             return None
         except SandboxError as e:
             return str(e)
+
+    def start_now(self) -> None:
+        """Start the process unless it runs already or the session is closed. A failure is left for the first run,
+        which retries and reports it in its result (`SandboxPool.open_sessions` calls this in the background)."""
+        with self._lock:
+            if not self.closed:
+                self._ensure_child()
 
     # --- request / reply
 
@@ -370,15 +380,18 @@ class Session:
 
     # --- closing
 
-    def close(self) -> None:
-        """Kill the interpreter and delete its working directory. Idempotent."""
+    def close(self, executor: Executor | None = None) -> None:
+        """Kill the interpreter and delete its working directory. Idempotent. With `executor`, the session is closed
+        at once and the kill (a round trip to the zygote) runs there (`SandboxPool.close_sessions`)."""
         with self._lock:
             if self.closed:
                 return
             self.closed = True
             child, self._child = self._child, None
-            if child is not None:
+            if child is not None and executor is None:
                 self._kill(child)
+        if child is not None and executor is not None:
+            executor.submit(self._kill, child)  # if the pool closes first, the zygote's exit kills the process
 
     def __enter__(self) -> Self:
         return self

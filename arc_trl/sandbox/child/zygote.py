@@ -45,13 +45,27 @@ sys.path.remove(HERE)
 
 # Imported once here so that sessions get them for free (and need no file access for them).
 PRELOAD = (
-    "numpy", "numpy.random", "numpy.linalg", "numpy.fft", "collections", "collections.abc", "itertools", "functools",
-    "math", "cmath", "random", "re", "json", "copy", "heapq", "bisect", "statistics", "fractions", "decimal", "string",
-    "textwrap", "typing", "dataclasses", "enum", "operator", "array", "struct", "hashlib", "zlib", "unicodedata",
-    "datetime", "time", "traceback", "io", "pprint", "contextlib", "types", "numbers", "queue", "difflib", "abc",
-    "warnings", "weakref", "base64", "binascii", "pathlib", "tempfile", "glob", "fnmatch",
+    "numpy", "numpy.ma", "numpy.random", "numpy.linalg", "numpy.fft", "collections", "collections.abc", "itertools",
+    "functools", "math", "cmath", "random", "re", "json", "copy", "heapq", "bisect", "statistics", "fractions",
+    "decimal", "string", "textwrap", "typing", "dataclasses", "enum", "operator", "array", "struct", "hashlib", "zlib",
+    "unicodedata", "datetime", "time", "traceback", "io", "pprint", "contextlib", "types", "numbers", "queue",
+    "difflib", "abc", "warnings", "weakref", "base64", "binascii", "pathlib", "tempfile", "glob", "fnmatch",
 )
 DEVICE_FILES = ("/dev/null", "/dev/zero", "/dev/urandom", "/dev/random")
+
+
+def warm_up() -> None:
+    """Run, once in the zygote, the numpy paths that initialise lazily on first use (imports such as `numpy.ma`,
+    which `np.unique` / `np.isin` / `np.setdiff1d` pull in; array printing), so that no session pays for them: a
+    fresh session's first `np.unique` took ~6 ms instead of ~0.3 ms (docs/benchmarks.md, Sandbox)."""
+    import numpy as np
+
+    grid = np.arange(12).reshape(3, 4) % 3
+    values, counts = np.unique(grid, return_counts=True)
+    np.isin(grid, values), np.setdiff1d(grid, counts), np.intersect1d(grid, values), np.union1d(grid, values)
+    str(grid), repr(grid), str(grid / 3), np.array2string(grid), str(np.int64(1)), repr(np.float64(0.5))
+    np.pad(grid, 1), np.kron(grid, grid), np.rot90(grid), np.argwhere(grid), np.array_equal(grid, grid)
+    np.linalg.matrix_rank(grid), np.median(grid), np.percentile(grid, 50)
 
 
 def readable_paths(packages: list[str]) -> tuple[list[str], list[str], list[str]]:
@@ -98,6 +112,10 @@ class Zygote:
         self.landlock_paths, self.read_roots, self.read_excluded = readable_paths(packages)
         self.packages = packages
         time.localtime()
+        try:
+            warm_up()
+        except Exception:  # noqa: BLE001, S110  warming up only saves time; sessions work without it
+            pass
         guard.prctl(guard.PR_SET_CHILD_SUBREAPER, 1)  # orphaned grandchildren come back to us and get reaped
         gc.collect()
         gc.freeze()  # keep the preloaded objects out of the children's garbage collections (fewer copied pages)
