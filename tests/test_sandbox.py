@@ -381,6 +381,17 @@ def test_open_sessions_start_in_the_background_and_close_sessions_kills_later(po
     assert all(_gone(pid) for pid in pids)  # the kills ran in the background
 
 
+def test_closing_with_a_shut_down_executor_kills_at_once(pool):
+    from concurrent.futures import ThreadPoolExecutor
+
+    executor = ThreadPoolExecutor(1)
+    executor.shutdown()
+    s = pool.new_session(mirror_task())
+    pid = s._child.pid
+    s.close(executor)  # no RuntimeError("cannot schedule new futures after shutdown")
+    assert s.closed and _gone(pid)
+
+
 def test_a_session_closed_before_its_background_start_never_starts(pool, monkeypatch):
     from arc_trl.sandbox import Session
 

@@ -38,7 +38,8 @@ _MAX_ERROR_KIND = 100
 
 
 class Session:
-    """A persistent sandboxed interpreter for one task. Create it with `SandboxPool.new_session(task)`.
+    """A persistent sandboxed interpreter for one task. Create it with `SandboxPool.new_session(task)` (or
+    `open_sessions`).
 
     `pool`: the `SessionHost` that runs it (the `SandboxPool` that created it). `start=False` defers starting the
     process to `start_now` or the first run (`SandboxPool.open_sessions` starts it in the background).
@@ -391,7 +392,10 @@ class Session:
             if child is not None and executor is None:
                 self._kill(child)
         if child is not None and executor is not None:
-            executor.submit(self._kill, child)  # if the pool closes first, the zygote's exit kills the process
+            try:
+                executor.submit(self._kill, child)  # if the pool closes first, the zygote's exit kills the process
+            except RuntimeError:  # the executor is shut down (the pool is closing): kill it here
+                self._kill(child)
 
     def __enter__(self) -> Self:
         return self
