@@ -219,6 +219,8 @@ case $stage in
         --model_name_or_path "$learning/student" --teacher_model "$learning/student" --max_steps "${STEPS:-6}" \
         --seed 0 --collapse_guard off --learning_rate 1e-5 --output_dir "$work/runs/speed-06-$tree"
       grep -A24 "^sub-phases" "$work/logs/speed-06-$tree.log" | grep -v rank0
+      # the sandbox's part of a lock-step batch alone (docs/benchmarks.md, Sandbox), on this machine's cores
+      python3 benchmarks/lockstep_sandbox_bench.py --code-root "$dir" | tee "$work/bench/sandbox_lockstep_$tree.txt"
     done
     if [ -n "${SPEED_8B:-}" ]; then
       [ -d "$work/qwen3-8b" ] || python3 scripts/build_tiny_model.py --shape qwen3-8b --out "$work/qwen3-8b" --device cuda > /dev/null

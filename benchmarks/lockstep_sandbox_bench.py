@@ -81,12 +81,14 @@ def main() -> None:
         argv = [a for a in sys.argv[1:] if a != "--json"]
         i = argv.index("--code-root")
         del argv[i:i + 2]
+        path = os.pathsep.join(p for p in (args.code_root, os.environ.get("PYTHONPATH")) if p)
+        env = {**os.environ, "PYTHONPATH": path, "LOCKSTEP_BENCH_CODE_ROOT": args.code_root}
         out = subprocess.run([sys.executable, __file__, *argv, "--json"], check=True, capture_output=True, text=True,
-                             env={**os.environ, "PYTHONPATH": args.code_root}, cwd=args.code_root).stdout
+                             env=env, cwd=args.code_root).stdout
         result = json.loads(out)
         result["code_root"] = args.code_root
     else:
-        sys.path.insert(0, os.environ.get("PYTHONPATH") or str(ROOT))
+        sys.path.insert(0, os.environ.get("LOCKSTEP_BENCH_CODE_ROOT") or str(ROOT))
         result = measure(args.episodes, args.workers, args.generate_s, args.repeats, args.seed)
     if args.json:
         print(json.dumps(result))
