@@ -49,6 +49,34 @@ def _check_records(records, task, n):
 
 
 @pytest.mark.vllm
+def test_checkpoints_evaluated_in_turn_share_a_model_alias_and_each_engine_samples_its_own(
+        memorized_model_dir, tiny_model_dir, task_folder, tmp_path, monkeypatch):
+    """Two checkpoints of one architecture, evaluated one after the other with compilation on (as on a GPU), reach
+    vLLM through the same alias path (`arc_trl.eval.model_alias`: vLLM's compile cache is reused), and the second
+    engine samples the second checkpoint, not the first one's compiled weights: the memorised model writes its code,
+    the random-init weights put in a copy of its folder do not."""
+    import shutil
+
+    os.environ.setdefault("VLLM_CPU_KVCACHE_SPACE", "1")
+    aliases = tmp_path / "aliases"
+    monkeypatch.setenv("ARC_TRL_MODEL_ALIAS_DIR", str(aliases))
+    other = tmp_path / "random-weights"
+    shutil.copytree(memorized_model_dir, other)  # the same config.json, so the same alias
+    shutil.copy(Path(tiny_model_dir) / "model.safetensors", other / "model.safetensors")
+    completions = {}
+    for name, model in (("memorised", memorized_model_dir), ("random", other)):
+        out = tmp_path / name
+        assert evaluate_main(["generate", "--model", str(model), "--dataset", str(task_folder), "--n-predictions", "1",
+                              "--temperature", "0", "--output-dir", str(out), "--seed", "0", *AGENT]) == 0
+        [record] = _lines(out / COMPLETIONS_FILE)
+        completions[name] = record["completion"]
+    [alias] = [p for p in aliases.iterdir() if p.is_symlink()]
+    assert alias.name.endswith("-0") and alias.resolve() == other.resolve()  # re-pointed, one path for both
+    assert "```python" in completions["memorised"] and "SUBMIT" in completions["memorised"]
+    assert "```python" not in completions["random"] and completions["random"] != completions["memorised"]
+
+
+@pytest.mark.vllm
 def test_generate_with_real_vllm_solves_the_memorised_task(memorized_model_dir, memorized_task, task_folder, tmp_path,
                                                            capfd):
     """One vLLM-CPU engine: 4 attempts of the memorised model hold code and SUBMIT, replaying them in `score` gives

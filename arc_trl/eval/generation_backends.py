@@ -91,12 +91,14 @@ def build_generator(args, tokenizer, eos_ids: list[int], max_model_len: int, sta
         from vllm import LLM
     except ImportError as e:
         raise GenerateInputError(f"--backend vllm needs vLLM ({e}); install it or use --backend transformers") from None
+    from arc_trl.eval.model_alias import stable_model_path
     from arc_trl.rollout import VLLMGenerator
 
     model = args.model
     if args.adapter is not None:
         folder = Path(stack.enter_context(tempfile.TemporaryDirectory(prefix="arc_trl_merged_")))
         model = str(merge_adapter_to(args.model, args.adapter, args.dtype, folder, tokenizer))
+    model = stable_model_path(model, stack)  # one path per architecture: vLLM's compile cache is reused
     llm = LLM(
         model=model, dtype=vllm_dtype(args.model, args.dtype), max_model_len=max_model_len, seed=args.seed,
         enforce_eager=args.enforce_eager, gpu_memory_utilization=args.gpu_memory_utilization,
