@@ -10,13 +10,14 @@ for tree in before after; do
   root=$BEFORE; [ "$tree" = after ] && root=$AFTER
   export VLLM_CACHE_ROOT=$work/cache-$tree ARC_TRL_MODEL_ALIAS_DIR=$work/alias-$tree
   for m in "$M1" "$M2" "$M1"; do
-    t=$(date +%s.%N); log=$work/log-$tree-$RANDOM.txt
+    t=$(date +%s%N); log=$work/log-$tree-$RANDOM.txt
     $py "$root/scripts/evaluate.py" generate --model "$m" --dataset "$TASKS" --n-predictions 1 \
       --output-dir "$work/out-$RANDOM" --seed 0 --max-turns 1 --max-tokens-per-turn 16 --max-completion-length 64 \
       --workers 1 --no-progress > "$log" 2>&1
     rc=$?
-    printf "%s %s rc=%s wall=%.1f s; vLLM got %s\n" "$tree" "$(basename "$m")" "$rc" \
-      "$(echo "$(date +%s.%N) - $t" | bc)" "$(grep -o "model='[^']*'" "$log" | head -1)"
+    ms=$((($(date +%s%N) - t) / 1000000))
+    printf "%s %s rc=%s wall=%d.%01d s; vLLM got %s\n" "$tree" "$(basename "$m")" "$rc" $((ms / 1000)) \
+      $((ms % 1000 / 100)) "$(grep -o "model='[^']*'" "$log" | head -1)"
   done
 done
 rm -rf "$work"
