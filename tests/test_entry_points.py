@@ -1,0 +1,43 @@
+"""Every script, benchmark, `python -m` main and console command answers `--help` with exit 0 and a usage line.
+
+`--help` is the first thing a user types; argparse formats help strings with `%`, so a stray percent sign in a
+field's help (ArcConfig's `defer_old_logps` once said "~8-10% of a step") crashes it with a TypeError."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import tomllib
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+_MAINS = ("arc_trl/eval/compare.py", "arc_trl/eval/generate.py", "arc_trl/eval/heldout_check.py",
+          "arc_trl/eval/score.py", "arc_trl/eval/submission.py", "arc_trl/eval/sweep_choice.py",
+          "arc_trl/eval/tables.py")
+
+
+def _commands() -> list[tuple[str, list[str]]]:
+    commands = [(p.relative_to(ROOT).as_posix(), [sys.executable, str(p)])
+                for folder in ("scripts", "benchmarks") for p in sorted((ROOT / folder).glob("*.py"))
+                if p.name != "common.py"]
+    for path in _MAINS:
+        if (ROOT / path).exists():
+            module = path.removesuffix(".py").replace("/", ".")
+            commands.append((f"-m {module}", [sys.executable, "-m", module]))
+    scripts = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"].get("scripts", {})
+    for name, target in scripts.items():  # run the console entry point's function as the installed script would
+        module, func = target.split(":")
+        commands.append((name, [sys.executable, "-c", f"import sys; from {module} import {func}; "
+                                f"sys.argv[0] = {name!r}; sys.exit({func}())"]))
+    return commands
+
+
+@pytest.mark.parametrize("name, command", _commands(), ids=[name for name, _ in _commands()])
+def test_help_exits_zero_with_a_usage_line(name, command):
+    env = os.environ | {"PYTHONPATH": str(ROOT)}
+    result = subprocess.run([*command, "--help"], cwd=ROOT, env=env, capture_output=True, text=True, timeout=300)
+    assert result.returncode == 0, f"{name} --help exited {result.returncode}:\n{result.stderr[-3000:]}"
+    assert "usage:" in result.stdout.lower(), f"{name} --help printed no usage line:\n{result.stdout[:2000]}"
