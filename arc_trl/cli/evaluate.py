@@ -14,7 +14,6 @@ import sys
 from collections.abc import Sequence
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent))  # run from a checkout without installing
 
 # name -> (module, help)
 SUBCOMMANDS: dict[str, tuple[str, str]] = {

@@ -6,7 +6,6 @@ import argparse
 import sys
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from arc_trl.collapse.plots import DEFAULT_KEYS, plot_guard_log  # noqa: E402
 

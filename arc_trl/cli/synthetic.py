@@ -17,7 +17,6 @@ import time
 from collections import Counter
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from arc_trl.synthetic import (
     DIFFICULTIES,

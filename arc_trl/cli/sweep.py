@@ -14,7 +14,6 @@ import shlex
 import sys
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # run from a checkout without `pip install -e .`
 
 from arc_trl.launch.condor import CondorError
 from arc_trl.launch.launchers import run_sweep

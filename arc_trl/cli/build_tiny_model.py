@@ -10,7 +10,6 @@ import argparse
 import sys
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from arc_trl.tiny_model import SHAPES, TinyModelSpec, build_tiny_model, shape_spec  # noqa: E402
 
