@@ -1,4 +1,4 @@
-"""Every script, benchmark, `python -m` main and console command answers `--help` with exit 0 and a usage line.
+"""Every script, benchmark, `python -m` main, console command and `arc-trl` subcommand answers `--help` with exit 0 and a usage line.
 
 `--help` is the first thing a user types; argparse formats help strings with `%`, so a stray percent sign in a
 field's help (ArcConfig's `defer_old_logps` once said "~8-10% of a step") crashes it with a TypeError."""
@@ -32,6 +32,10 @@ def _commands() -> list[tuple[str, list[str]]]:
         module, func = target.split(":")
         commands.append((name, [sys.executable, "-c", f"import sys; from {module} import {func}; "
                                 f"sys.argv[0] = {name!r}; sys.exit({func}())"]))
+    from arc_trl.cli.main import SUBCOMMANDS
+
+    for sub in SUBCOMMANDS:  # each `arc-trl SUBCOMMAND --help`
+        commands.append((f"arc-trl {sub}", [sys.executable, "-m", "arc_trl.cli.main", sub]))
     return commands
 
 

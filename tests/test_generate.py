@@ -12,7 +12,6 @@ import pytest
 from arc_trl.eval import generate as gen
 from arc_trl.eval.attempts_file import COMPLETIONS_FILE, attempt_augmentation, read_completions_file
 from arc_trl.eval.generation_settings import SAMPLING_FILE, GenerateInputError, resolve_options
-from model_helpers import load_script
 
 AGENT = ["--max-turns", "3", "--max-tokens-per-turn", "400", "--max-completion-length", "1200", "--workers", "1",
          "--no-progress"]
@@ -22,7 +21,9 @@ RECORD_KEYS = {"task_id", "attempt", "completion", "finish_reason", "num_turns",
 
 def evaluate_main(argv):
     """`scripts/evaluate.py` in-process (the dispatcher, as a user runs it)."""
-    return load_script("evaluate").main(argv)
+    from arc_trl.cli.evaluate import main
+
+    return main(argv)
 
 
 @pytest.fixture(scope="module")

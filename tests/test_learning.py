@@ -23,7 +23,6 @@ import os
 from pathlib import Path
 
 import pytest
-from model_helpers import load_script
 
 ROOT = Path(__file__).resolve().parents[1]
 DEMO = ROOT / "configs" / "demo"
@@ -46,7 +45,7 @@ def test_grpo_with_teacher_raises_reward(tiny_model_dir, tmp_path, monkeypatch):
 
 def _run(tiny_model_dir, tmp_path, monkeypatch, train) -> None:
     monkeypatch.chdir(ROOT)  # the demo configs name configs/demo/prompt.yaml relative to the repository
-    sft = load_script("sft").main
+    from arc_trl.cli.sft import main as sft
     student, teacher, run = tmp_path / "student", tmp_path / "teacher", tmp_path / "grpo"
     sft(["--config", str(DEMO / "sft-student.yaml"), "--model_name_or_path", str(tiny_model_dir),
          "--output_dir", str(student)])

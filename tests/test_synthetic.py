@@ -25,9 +25,8 @@ from arc_trl.synthetic import (
     read_metadata,
     repl_turns,
 )
-from model_helpers import load_script
 
-make_synthetic = load_script("make_synthetic")
+from arc_trl.cli import synthetic as make_synthetic  # noqa: E402
 
 CODE_BLOCK = re.compile(r"```python\n(.*?)```", re.DOTALL)
 DIHEDRAL = {

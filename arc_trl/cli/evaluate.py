@@ -12,7 +12,6 @@ import argparse
 import importlib
 import sys
 from collections.abc import Sequence
-from pathlib import Path
 
 
 # name -> (module, help)

@@ -21,7 +21,7 @@ from arc_trl.launch.processes import Terminated
 from arc_trl.launch.sweep import SweepError
 
 
-def main() -> int:
+def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("sweep_file", type=Path)
     parser.add_argument("--dry-run", action="store_true", help="write configs/manifest (and .sub) only")
@@ -33,7 +33,7 @@ def main() -> int:
                         "'python scripts/train.py' (gets --config <run>/config.yaml [--resume_from_checkpoint ...])")
     parser.add_argument("--no-check-keys", action="store_true",
                         help="skip checking config keys against the fields of GRPOConfig/ModelConfig/ArcConfig")
-    args = parser.parse_args()
+    args = parser.parse_args(argv)
 
     known_keys = None
     if not args.no_check_keys:
