@@ -30,7 +30,11 @@ _EXPORTS: dict[str, str] = {
     "build_tiny_model": "arc_trl.tiny_model",
 }
 
-__all__ = ["__version__", *_EXPORTS]
+__all__ = [  # the same names as _EXPORTS (a literal list, so linters and IDEs see them)
+    "__version__", "ArcConfig", "ArcGRPOTrainer", "ArcTask", "load_tasks", "load_task", "save_tasks_folder",
+    "build_dataset", "load_template", "generate_curriculum", "load_synthetic", "resolve_chat_template", "SandboxPool",
+    "build_tiny_model",
+]
 
 if TYPE_CHECKING:
     from arc_trl.chat_template import resolve_chat_template

@@ -202,8 +202,8 @@ class ArcConfig:
     defer_old_logps: bool = field(
         default=False,
         metadata={"help": "Skip TRL's no-grad forward that recomputes the old log-probs for vLLM's importance-sampling "
-                  "correction (a full forward over the generation batch: ~8-10 percent of a step, docs/benchmarks.md) and "
-                  "take them from the training forward's detached log-probs instead, as TRL does without vLLM. "
+                  "correction (a full forward over the generation batch: ~8-10 percent of a step, docs/benchmarks.md) "
+                  "and take them from the training forward's detached log-probs instead, as TRL does without vLLM. "
                   "Exact only when the policy does not change between scoring and the loss: needs num_iterations: 1 "
                   "and gradient_accumulation_steps a multiple of steps_per_generation, and not loss_type: vespo or "
                   "off_policy_mask_threshold. Applies with use_vllm and vllm_importance_sampling_correction."},
