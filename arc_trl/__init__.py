@@ -18,8 +18,8 @@ _EXPORTS: dict[str, str] = {
     "ArcConfig": "arc_trl.config",
     "ArcGRPOTrainer": "arc_trl.trainer",
     "ArcTask": "arc_trl.data",
-    "load_tasks": "arc_trl.data",
-    "load_task": "arc_trl.data",
+    "load_tasks": "arc_trl.tasks",
+    "load_task": "arc_trl.tasks",
     "save_tasks_folder": "arc_trl.data",
     "build_dataset": "arc_trl.data",
     "load_template": "arc_trl.data",
@@ -39,9 +39,10 @@ __all__ = [  # the same names as _EXPORTS (a literal list, so linters and IDEs s
 if TYPE_CHECKING:
     from arc_trl.chat_template import resolve_chat_template
     from arc_trl.config import ArcConfig
-    from arc_trl.data import ArcTask, build_dataset, load_task, load_tasks, load_template, save_tasks_folder
+    from arc_trl.data import ArcTask, build_dataset, load_template, save_tasks_folder
     from arc_trl.sandbox import SandboxPool
     from arc_trl.synthetic import generate_curriculum, load_synthetic
+    from arc_trl.tasks import load_task, load_tasks
     from arc_trl.tiny_model import build_tiny_model
     from arc_trl.trainer import ArcGRPOTrainer
 

@@ -127,7 +127,8 @@ def load_tokenizer(model_args: ModelConfig, arc: ArcConfig, trust_remote_code: b
 
 
 def build_datasets(arc: ArcConfig, tokenizer, seed: int):
-    from arc_trl.data import build_dataset, load_tasks, load_template
+    from arc_trl.data import build_dataset, load_template
+    from arc_trl.tasks import load_tasks
 
     template = load_template(arc.prompt_template, arc.agent_mode) if arc.prompt_template else None
 

@@ -18,7 +18,8 @@ def build_bench_model(layers: int, hidden: int, prefix: str) -> Path:
 def arc_prompts(tokenizer, count: int, max_tokens: int) -> list[list[int]]:
     """Token ids of the first `count` ARC-AGI-1 training REPL prompts no longer than `max_tokens`."""
     from arc_trl.chat_template import prompt_ids
-    from arc_trl.data import load_tasks, render_messages
+    from arc_trl.data import render_messages
+    from arc_trl.tasks import load_tasks
 
     prompts = []
     for task in load_tasks("arc-agi-1/train"):

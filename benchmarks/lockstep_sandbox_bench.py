@@ -28,7 +28,7 @@ ROOT = Path(__file__).resolve().parent.parent
 
 
 def measure(episodes: int, workers: int, generate_s: float, repeats: int, seed: int) -> dict:
-    from arc_trl.data.loaders import load_tasks
+    from arc_trl.tasks import load_tasks
     from arc_trl.sandbox import SandboxConfig, SandboxPool
     from arc_trl.synthetic.transcripts import repl_turns
 

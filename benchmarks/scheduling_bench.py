@@ -71,7 +71,8 @@ def make_generator(llm, eos_ids: list[int], sampling: dict, request_seeds: bool)
 def load_episodes_inputs(tokenizer, count: int, max_prompt_tokens: int, dataset: str = "arc-agi-1/train",
                          prompt_template: str | None = None):
     from arc_trl.chat_template import prompt_ids
-    from arc_trl.data import load_tasks, load_template, render_messages
+    from arc_trl.data import load_template, render_messages
+    from arc_trl.tasks import load_tasks
 
     template = load_template(prompt_template, "repl") if prompt_template else None
     tasks, prompts = [], []

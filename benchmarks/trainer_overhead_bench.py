@@ -35,7 +35,8 @@ def main() -> None:
     from trl import GRPOConfig, GRPOTrainer
 
     from arc_trl.config import ArcConfig
-    from arc_trl.data import build_dataset, load_tasks
+    from arc_trl.data import build_dataset
+    from arc_trl.tasks import load_tasks
     from arc_trl.data.dataset import task_from_json_string
     from arc_trl.rewards import compute_reward
     from arc_trl.sandbox import SandboxPool, replay_attempt

@@ -306,7 +306,7 @@ def run_stages(stages: list[Stage], logs: Path, seconds: dict[str, float] | None
 # ------------------------------------------------------------------------------------------------------ measuring
 @lru_cache(maxsize=8)
 def _tasks_by_id(dataset: str) -> dict[str, Any]:
-    from arc_trl.data import load_tasks
+    from arc_trl.tasks import load_tasks
 
     return {t.id: t for t in load_tasks(dataset)}
 

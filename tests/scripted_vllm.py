@@ -26,7 +26,8 @@ def scripted_vllm_trainer(model_dir, out, mode: str, teacher: bool, texts=None, 
     from trl import GRPOConfig, ModelConfig
 
     from arc_trl.config import ArcConfig
-    from arc_trl.data import build_dataset, load_tasks
+    from arc_trl.data import build_dataset
+    from arc_trl.tasks import load_tasks
     from arc_trl.train_entry import load_tokenizer
     from arc_trl.trainer import ArcGRPOTrainer
 

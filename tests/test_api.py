@@ -14,7 +14,8 @@ def test_public_names_are_the_defining_modules_objects():
     import arc_trl
     from arc_trl import ArcConfig, ArcGRPOTrainer, build_dataset, load_tasks
     from arc_trl.config import ArcConfig as Config
-    from arc_trl.data import build_dataset as build, load_tasks as load
+    from arc_trl.data import build_dataset as build
+    from arc_trl.tasks import load_tasks as load
     from arc_trl.trainer.arc_grpo_trainer import ArcGRPOTrainer as Trainer
 
     assert (ArcConfig, ArcGRPOTrainer, build_dataset, load_tasks) == (Config, Trainer, build, load)

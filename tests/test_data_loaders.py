@@ -226,3 +226,17 @@ def test_top_level_not_a_task_or_mapping(tmp_path):
     path = write(tmp_path / "list.json", [1, 2])
     with pytest.raises(TaskValidationError, match="list.json: expected a task object"):
         load_tasks(path)
+
+
+def test_data_loaders_refuse_a_synthetic_spec_and_name_the_loader_that_takes_it():
+    """`arc_trl.data` does not import `arc_trl.synthetic` (which builds on it): `arc_trl.tasks.load_tasks` does."""
+    from arc_trl.data import load_tasks as load_task_files
+    from arc_trl.tasks import load_tasks
+
+    with pytest.raises(ValueError, match="arc_trl.tasks.load_tasks"):
+        load_task_files("synthetic:n=2,seed=0,difficulty=tiny")
+    tasks = load_tasks("synthetic:n=3,seed=0,difficulty=tiny")
+    assert len(tasks) == 3 and [t.id for t in tasks] == sorted(t.id for t in tasks)
+    assert load_tasks("synthetic:n=3,seed=0,difficulty=tiny", ids=[tasks[1].id]) == [tasks[1]]
+    with pytest.raises(LookupError, match="no task with id 'nope'"):
+        load_tasks("synthetic:n=3,seed=0,difficulty=tiny", ids=["nope"])

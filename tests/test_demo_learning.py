@@ -219,7 +219,7 @@ def test_only_patterns_and_with_needs(tmp_path):
 
 def _fake_eval(folder, dataset, passed):
     """An evaluation folder as evaluate.py generate leaves it: metrics.json, completions.jsonl, per_attempt.jsonl."""
-    from arc_trl.data import load_tasks
+    from arc_trl.tasks import load_tasks
 
     folder.mkdir(parents=True)
     ids = [t.id for t in load_tasks(dataset)]
@@ -247,7 +247,7 @@ def _fake_run(folder, kl=None):
 def test_results_hold_per_task_pass1_runs_and_teachers(tmp_path):
     import pytest
 
-    from arc_trl.data import load_tasks
+    from arc_trl.tasks import load_tasks
 
     configs = _experiment_configs(tmp_path, heldout_tasks=3, seeds=[0], kl_probe_steps=0, eval_every=20)
     profile = demo.load_profile(configs)
@@ -281,7 +281,7 @@ def test_results_hold_per_task_pass1_runs_and_teachers(tmp_path):
 def test_heldout_check_compares_task_content_not_ids(tmp_path, capsys):
     import dataclasses
 
-    from arc_trl.data import load_tasks
+    from arc_trl.tasks import load_tasks
     from arc_trl.eval import heldout_check
 
     spec = "synthetic:n=4,seed=1,difficulty=tiny,families=flip"

@@ -60,7 +60,8 @@ def test_evaluate_samples_in_eval_mode_at_its_temperature_then_restores_both(tin
     from trl import GRPOConfig, ModelConfig
 
     from arc_trl.config import ArcConfig
-    from arc_trl.data import build_dataset, load_tasks
+    from arc_trl.data import build_dataset
+    from arc_trl.tasks import load_tasks
     from arc_trl.train_entry import load_tokenizer
     from arc_trl.trainer import ArcGRPOTrainer
 

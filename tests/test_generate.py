@@ -184,7 +184,8 @@ def test_lora_adapter_is_applied(tiny_model_dir, task_folder, tmp_path):
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
     from arc_trl.chat_template import prompt_ids
-    from arc_trl.data import load_tasks, render_messages
+    from arc_trl.data import render_messages
+    from arc_trl.tasks import load_tasks
 
     torch.manual_seed(0)
     model = get_peft_model(AutoModelForCausalLM.from_pretrained(tiny_model_dir),
@@ -260,7 +261,8 @@ def test_privileged_prompts_show_the_hint_and_never_mix_with_student_attempts(ti
     recorded in sampling.json; student attempts cannot join that folder, and tasks without a program are refused."""
     import dataclasses
 
-    from arc_trl.data import load_tasks, render_messages, save_tasks_folder
+    from arc_trl.data import render_messages, save_tasks_folder
+    from arc_trl.tasks import load_tasks
 
     spec = "synthetic:n=2,seed=0,difficulty=tiny,families=flip"
     quick = ["--model", str(tiny_model_dir), "--backend", "transformers", "--max-turns", "1", "--max-tokens-per-turn",

@@ -10,7 +10,8 @@ from types import SimpleNamespace
 import pytest
 from test_rollout import INSPECT, SOLVE, _scripted, check_real_episodes
 
-from arc_trl.data import load_task, render_messages
+from arc_trl.data import render_messages
+from arc_trl.tasks import load_task
 from arc_trl.rollout import RolloutSettings, TrainerGenerator, run_episodes
 from arc_trl.rollout.streams import stream_unsupported
 

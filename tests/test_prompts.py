@@ -1,6 +1,7 @@
 import pytest
 
-from arc_trl.data import PromptTemplate, default_template, format_grid, load_task, render_messages
+from arc_trl.data import PromptTemplate, default_template, format_grid, render_messages
+from arc_trl.tasks import load_task
 
 
 def grid_block(label, grid):

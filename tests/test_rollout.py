@@ -5,7 +5,8 @@ from __future__ import annotations
 import pytest
 
 from arc_trl.chat_template import env_turn_ids
-from arc_trl.data import load_task, render_messages
+from arc_trl.data import render_messages
+from arc_trl.tasks import load_task
 from arc_trl.rewards.trl_rewards import make_reward_func
 from arc_trl.rollout import RolloutSettings, run_episodes
 

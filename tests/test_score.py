@@ -177,7 +177,7 @@ def test_bad_arguments_exit_2(dataset, tmp_path, capsys):
 
 
 def test_bundled_dataset_if_available(tmp_path):
-    from arc_trl.data.loaders import load_tasks
+    from arc_trl.tasks import load_tasks
 
     try:
         task = load_tasks("arc-agi-1/eval")[0]

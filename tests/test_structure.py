@@ -152,3 +152,21 @@ def test_no_import_cycle_among_the_package_modules():
     assert not found, "import cycles (strongly connected components):\n" + "\n".join(
         f"  {describe(graph, lines, component)}" for component in found)
 
+
+
+LOWER_LAYERS = {"arc_trl.data": ("arc_trl.synthetic", "arc_trl.tasks")}  # package -> what it must never import
+
+
+def test_lower_layers_import_nothing_above_them_even_inside_functions():
+    """`synthetic` builds on `data`; `data` importing `synthetic` (even lazily, inside a function) ties the layers
+    together both ways. `arc_trl.tasks` sits above both and takes every task spec."""
+    bad = []
+    for name, path in module_files().items():
+        for lower, above in LOWER_LAYERS.items():
+            if name != lower and not name.startswith(lower + "."):
+                continue
+            for node in ast.walk(ast.parse(path.read_text())):
+                targets = ([a.name for a in node.names] if isinstance(node, ast.Import)
+                           else [node.module or ""] if isinstance(node, ast.ImportFrom) else [])
+                bad += [f"{name} line {node.lineno}: {t}" for t in targets if t.startswith(above)]
+    assert not bad, "upward imports:\n  " + "\n  ".join(bad)

@@ -8,7 +8,8 @@ import numpy as np
 import pytest
 
 from arc_trl.data.augment import Augmentation
-from arc_trl.data.loaders import load_tasks, save_kaggle
+from arc_trl.data.loaders import save_kaggle
+from arc_trl.tasks import load_tasks
 from arc_trl.eval.submission import (
     build_submission,
     main as submit_main,

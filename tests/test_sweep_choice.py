@@ -7,7 +7,7 @@ from pathlib import Path
 
 import yaml
 
-from arc_trl.data import load_tasks
+from arc_trl.tasks import load_tasks
 from arc_trl.eval import sweep_choice
 from model_helpers import load_script
 

@@ -288,7 +288,7 @@ def test_cli_writes_arc_files_that_round_trip(tmp_path, fmt):
             assert challenges[task_id] == task.to_json(include_solutions=False)
             assert solutions[task_id] == task.test_outputs
 
-    from arc_trl.data.loaders import load_tasks
+    from arc_trl.tasks import load_tasks
 
     spec = out if fmt == "folder" else out / "synthetic_challenges.json"
     plain = load_tasks(spec)
@@ -314,7 +314,7 @@ def test_load_synthetic_names_missing_metadata(tmp_path):
 
 
 def test_synthetic_dataset_spec_goes_through_load_tasks():
-    from arc_trl.data import load_tasks
+    from arc_trl.tasks import load_tasks
     from arc_trl.synthetic import generate_curriculum
 
     tasks = load_tasks("synthetic:n=6,seed=3,difficulty=tiny,families=rotate+flip")

@@ -67,7 +67,8 @@ def _lora_trainer(model_dir, out, temperature: float = 1.0, **arc_overrides):
     from trl import GRPOConfig, ModelConfig
 
     from arc_trl.config import ArcConfig
-    from arc_trl.data import build_dataset, load_tasks
+    from arc_trl.data import build_dataset
+    from arc_trl.tasks import load_tasks
     from arc_trl.train_entry import load_tokenizer
     from arc_trl.trainer import ArcGRPOTrainer
 

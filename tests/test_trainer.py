@@ -125,7 +125,8 @@ def _trainer(model_dir, out, **arc_overrides):
     from trl import GRPOConfig
 
     from arc_trl.config import ArcConfig
-    from arc_trl.data import build_dataset, load_tasks
+    from arc_trl.data import build_dataset
+    from arc_trl.tasks import load_tasks
     from arc_trl.train_entry import load_tokenizer
     from arc_trl.trainer import ArcGRPOTrainer
 

@@ -23,7 +23,8 @@ def scored(tiny_model_dir, tmp_path_factory):
     from trl import GRPOConfig, ModelConfig
 
     from arc_trl.config import ArcConfig
-    from arc_trl.data import build_dataset, load_tasks
+    from arc_trl.data import build_dataset
+    from arc_trl.tasks import load_tasks
     from arc_trl.train_entry import load_tokenizer
     from arc_trl.trainer import ArcGRPOTrainer
 

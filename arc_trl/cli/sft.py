@@ -38,7 +38,8 @@ def main(argv: list[str] | None = None):
     from trl import ModelConfig, SFTConfig, SFTTrainer, TrlParser, get_peft_config
 
     from arc_trl.chat_template import resolve_chat_template
-    from arc_trl.data import load_tasks, load_template
+    from arc_trl.data import load_template
+    from arc_trl.tasks import load_tasks
     from arc_trl.sandbox import SandboxPool
     from arc_trl.sft_data import build_sft_dataset
     from arc_trl.synthetic import load_synthetic

@@ -8,7 +8,9 @@
   sibling `X_solutions.json` when it exists, or from the `solutions=` path;
 - a folder of per-task files `<task_id>.json`, each `{"train": [...], "test": [...]}`;
 - a single per-task JSON file (task id = file stem);
-- a generated curriculum `synthetic:n=64,seed=0,difficulty=tiny[,families=a+b]` (see `arc_trl.synthetic.spec`).
+
+Generated curricula (`synthetic:n=64,...`) are built by `arc_trl.synthetic`, which builds on this package:
+`arc_trl.tasks.load_tasks` (also `arc_trl.load_tasks`) takes them beside every source above.
 
 Every task is validated (`ArcTask.from_json`). A load never returns a partial result: if any task of a file is bad,
 the whole load fails with one `TaskValidationError` naming the file, task, pair and problem of every bad task.
@@ -62,11 +64,10 @@ def load_tasks(
     `solutions`: explicit Kaggle solutions file for a challenges file. `ids`: keep only these task ids (every one must
     exist).
     """
-    from arc_trl.synthetic.spec import is_synthetic_spec, load_synthetic_spec
-
-    if is_synthetic_spec(spec):
-        tasks = load_synthetic_spec(spec)
-    elif isinstance(spec, str) and spec in BUNDLED_DATASETS:
+    if isinstance(spec, str) and spec.startswith("synthetic:"):
+        raise ValueError(f"{spec!r} is a generated curriculum: load it with arc_trl.tasks.load_tasks "
+                         "(arc_trl.load_tasks), which takes every task spec")
+    if isinstance(spec, str) and spec in BUNDLED_DATASETS:
         if solutions is not None:
             raise ValueError(f"bundled dataset {spec!r} already contains its solutions; do not pass solutions=")
         tasks = _load_bundled(spec)
@@ -85,7 +86,7 @@ def load_tasks(
             )
     tasks.sort(key=lambda t: t.id)
     if ids is not None:
-        tasks = _select(tasks, ids, spec)
+        tasks = select_tasks(tasks, ids, spec)
     return tasks
 
 
@@ -245,7 +246,8 @@ def _sibling_solutions(challenges_path: Path) -> Path:
     return challenges_path.with_name(challenges_path.name[: -len("_challenges.json")] + "_solutions.json")
 
 
-def _select(tasks: list[ArcTask], ids: Iterable[str], spec: str | Path) -> list[ArcTask]:
+def select_tasks(tasks: list[ArcTask], ids: Iterable[str], spec: str | Path) -> list[ArcTask]:
+    """The tasks whose ids are in `ids`, in order; a missing id fails naming `spec`."""
     wanted = set(ids)
     selected = [t for t in tasks if t.id in wanted]
     missing = sorted(wanted - {t.id for t in selected})

@@ -131,7 +131,7 @@ def task_prompt(task: ArcTask, args: argparse.Namespace, template) -> list[dict[
 
 
 def select_tasks(args: argparse.Namespace) -> list[ArcTask]:
-    from arc_trl.data.loaders import load_tasks
+    from arc_trl.tasks import load_tasks
 
     try:
         tasks = load_tasks(args.dataset, solutions=args.solutions, ids=args.task_ids)

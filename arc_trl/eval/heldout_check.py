@@ -45,7 +45,7 @@ def overlaps(heldout: Iterable[ArcTask], others: Mapping[str, Iterable[ArcTask]]
 
 def check(heldout_spec: str, against: Mapping[str, str]) -> dict[str, Any]:
     """Load the task sets and compare them (the report written by the command line)."""
-    from arc_trl.data import load_tasks
+    from arc_trl.tasks import load_tasks
 
     heldout = load_tasks(heldout_spec)
     others = {name: load_tasks(spec) for name, spec in against.items()}

@@ -299,7 +299,7 @@ def add_score_arguments(parser: argparse.ArgumentParser) -> argparse.ArgumentPar
 
 def run_score(args: argparse.Namespace) -> int:
     """Run `score`; returns the exit code (0 done, 1 torn last line under --strict, 2 bad arguments or inputs)."""
-    from arc_trl.data.loaders import load_tasks
+    from arc_trl.tasks import load_tasks
     from arc_trl.sandbox import SandboxConfig
 
     start = time.perf_counter()

@@ -24,7 +24,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from arc_trl.data.loaders import load_tasks
+from arc_trl.tasks import load_tasks
 from arc_trl.data.task import ArcTask, Grid, grid_problem
 from arc_trl.eval.passk import read_per_attempt
 from arc_trl.eval.voting import Inverter, invert_augmentation, record_origin, vote

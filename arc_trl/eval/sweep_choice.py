@@ -32,7 +32,7 @@ def last_evaluation(output_dir: Path) -> tuple[int, Path] | None:
 
 def per_task_from_attempts(path: Path, dataset: str) -> dict[str, float]:
     """Per-task pass@1 of an in-training evaluation's attempts (each outcome's test predictions against the task)."""
-    from arc_trl.data import load_tasks
+    from arc_trl.tasks import load_tasks
     from arc_trl.rewards.scoring import exact_match
 
     tasks = {t.id: t for t in load_tasks(dataset)}
