@@ -11,6 +11,9 @@ each task's pass@1 over them.
 - `gain_bootstrap(runs, starts, base_runs, base_starts)`: each run's gain over the student it started from (one student
   per machine that rebuilt it), averaged per task, minus the same for a second arm: the comparison that stays fair when
   the arms' runs did not all start from the same student. With one student for every run it equals `paired_bootstrap`.
+- `seed_task_bootstrap(runs, starts, base_runs, base_starts)`: the same difference with seed-to-seed variance in its
+  interval: each resample draws the tasks and, independently for each arm, its training runs (seeds) with
+  replacement. The intervals above hold the runs fixed and so cover the choice of tasks only.
 
 Both are deterministic: numpy's PCG64 generator with a fixed seed, `n_resamples` resamples (default 10,000).
 """
@@ -139,3 +142,41 @@ def gain_bootstrap(runs: Sequence[PerTask], starts: Sequence[PerTask], base_runs
     lo, hi = _interval(diffs, n_resamples, confidence, seed)
     return {"mean_diff": sum(diffs) / len(diffs), "ci": [lo, hi], "n_tasks": len(tasks), "n_resamples": n_resamples,
             "confidence": confidence}
+
+
+def seed_task_bootstrap(runs: Sequence[PerTask], starts: Sequence[PerTask], base_runs: Sequence[PerTask] = (),
+                        base_starts: Sequence[PerTask] = (), n_resamples: int = N_RESAMPLES,
+                        confidence: float = CONFIDENCE, seed: int = SEED,
+                        names: tuple[str, str] = ("a", "b")) -> dict[str, Any]:
+    """`gain_bootstrap`'s difference (each run's per-task gain over its own start, arm mean minus base-arm mean), with
+    an interval that resamples seeds as well as tasks: per resample, tasks with replacement (shared by both arms:
+    paired) and each arm's runs with replacement. With one run per arm it reduces to the task-only interval, which is
+    why `n_seeds` is returned for the caller to report (at least 3 per arm make a seed-to-seed claim).
+
+    Returns {"mean_diff", "ci": [lo, hi], "n_tasks", "n_seeds": [runs, base runs], "n_resamples", "confidence",
+    "resampled": "tasks and seeds"}."""
+    import numpy as np
+
+    point = gain_bootstrap(runs, starts, base_runs, base_starts, n_resamples=1, confidence=confidence, seed=seed,
+                           names=names)  # validates the inputs and gives the point estimate
+    tasks = sorted(runs[0])
+    gains = np.array([[float(r[t]) - float(s[t]) for t in tasks] for r, s in zip(runs, starts)])
+    base = (np.array([[float(r[t]) - float(s[t]) for t in tasks] for r, s in zip(base_runs, base_starts)])
+            if base_runs else np.zeros((1, len(tasks))))
+    rng = np.random.default_rng(seed)
+    values = np.empty(n_resamples)
+    chunk = max(1, 2_000_000 // max(len(tasks), 1))
+    for start in range(0, n_resamples, chunk):
+        size = min(n_resamples, start + chunk) - start
+        task_w = rng.multinomial(len(tasks), np.full(len(tasks), 1 / len(tasks)), size=size) / len(tasks)
+        run_w = rng.multinomial(len(gains), np.full(len(gains), 1 / len(gains)), size=size) / len(gains)
+        base_w = rng.multinomial(len(base), np.full(len(base), 1 / len(base)), size=size) / len(base)
+        per_task = run_w @ gains - base_w @ base  # (size, tasks): each resample's arm-minus-base gain per task
+        values[start:start + size] = (per_task * task_w).sum(axis=1)
+    tail = (1 - confidence) / 2 * 100
+    lo, hi = (float(x) for x in np.percentile(values, [tail, 100 - tail]))
+    if np.ptp(gains, axis=None) == 0 and np.ptp(base, axis=None) == 0:  # constant: exact, not rounded resamples
+        lo = hi = point["mean_diff"]
+    return {"mean_diff": point["mean_diff"], "ci": [lo, hi], "n_tasks": len(tasks),
+            "n_seeds": [len(runs), len(base_runs)], "n_resamples": n_resamples, "confidence": confidence,
+            "resampled": "tasks and seeds"}
