@@ -4,7 +4,7 @@ Synthetic task sets of different seeds have different ids, but small grids of th
 are compared by content: the train pairs and the test inputs (`task_key`). Used by scripts/demo_learning.py as its
 `check-heldout` stage, against the SFT, RL and validation sets:
 
-    python -m arc_trl.eval.heldout_check --heldout SPEC --against sft-student=SPEC rl=SPEC ... --out FILE
+    python -m arc_experiments.learning.heldout_check --heldout SPEC --against sft-student=SPEC rl=SPEC ... --out FILE
 
 Writes FILE (JSON: the sets, their sizes and the overlaps, all empty) and exits 0; on any overlap it prints the shared
 tasks, writes nothing and exits 1.

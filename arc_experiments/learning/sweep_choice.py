@@ -1,6 +1,6 @@
 """Choose a sweep's recipe on its validation tasks: rank the runs by the in-training evaluation's pass@1.
 
-    python -m arc_trl.eval.sweep_choice SWEEP_DIR [--out choice.json]
+    python -m arc_experiments.learning.sweep_choice SWEEP_DIR [--out choice.json]
 
 Reads `SWEEP_DIR/sweep_manifest.json` (scripts/sweep.py) and, for each run, the in-training evaluation
 (`eval_every_steps`, arc_trl/eval/callback.py) of its last evaluated step: the attempts file

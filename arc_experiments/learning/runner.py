@@ -8,7 +8,7 @@
 
 Every stage runs the project's own entry point (output in OUT/logs/<stage>.log):
 
-  check-heldout  python -m arc_trl.eval.heldout_check        no held-out task in the SFT, RL or validation sets
+  check-heldout  python -m arc_experiments.learning.heldout_check   no held-out task in the SFT, RL or validation sets
   model          scripts/build_tiny_model.py                  random-init Qwen3 + local tokenizer
   student        scripts/sft.py --config CONFIGS/sft-student.yaml   SFT warm start (reference episodes)
   TEACHER        scripts/sft.py --config CONFIGS/<its config>  each teacher of the profile (longer SFT, or SFT on
@@ -22,7 +22,7 @@ Every stage runs the project's own entry point (output in OUT/logs/<stage>.log):
 Then OUT/results.json (every evaluation with its per-task pass@1, the training logs, each stage's wall time; written
 after every stage, so a run stopped between stages leaves it) and, once a run is complete, the plots
 (docs/img/<prefix>_*.png), the generated block of docs/learning.md and (GPU profile) the summary JSON with the
-bootstrap CIs (arc_trl/eval/learning_report.py).
+bootstrap CIs (arc_experiments/learning/report.py).
 
 The folder given by `--configs` holds the stage configs (sft-student.yaml, the teachers' SFT configs, grpo-opd.yaml)
 and a `profile.yaml` (`DEFAULT_PROFILE` below: model shape, evaluation backend, held-out and validation sets, seeds,
@@ -51,8 +51,7 @@ from functools import lru_cache
 from pathlib import Path
 from typing import Any
 
-ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT))
+ROOT = Path(__file__).resolve().parents[2]  # the checkout: stages run its scripts/ with its configs/
 
 CONFIGS = Path("configs/demo")
 GRPO_CONFIG = CONFIGS / "grpo-opd.yaml"
@@ -77,7 +76,7 @@ DEFAULT_PROFILE: dict[str, Any] = {
     "eval_every": 0,  # also evaluate each RL run's checkpoint every this many steps (0: only the end)
     "kl_probe_steps": 0,  # > 0: measure each teacher's teacher_kl to the student (train.py at learning rate 0)
     "heldout_check": False,  # check-heldout stage: no held-out task in the SFT, RL or validation sets
-    "summary_file": None,  # e.g. docs/gpu_learning_summary.json (arc_trl/eval/learning_report.py)
+    "summary_file": None,  # e.g. docs/gpu_learning_summary.json (arc_experiments/learning/report.py)
     "docs_section": "demo",
     "image_prefix": "learning",
 }
@@ -247,7 +246,7 @@ def plan(out: Path, seed: int, n_heldout: int, n_predictions: int, ablation: boo
         against += [f"rl={grpo['dataset']}"]
         if profile["validation_tasks"]:
             against += [f"validation={heldout_spec(profile['validation_tasks'], profile['validation_seed'], configs)}"]
-        stages.append(Stage("check-heldout", [py, "-m", "arc_trl.eval.heldout_check", "--heldout", heldout,
+        stages.append(Stage("check-heldout", [py, "-m", "arc_experiments.learning.heldout_check", "--heldout", heldout,
                                               "--against", *against, "--out", str(out / "heldout_check.json")],
                             out / "heldout_check.json", kind="check"))
     stages += [
@@ -476,7 +475,7 @@ def _columns(results: dict[str, Any]) -> list[tuple[str, str]]:
 
 def results_block(results: dict[str, Any], image_prefix: str = "learning", stats: str | None = None) -> str:
     """The generated docs block: held-out table, RL training table, teacher_kl, stage times, `stats` (the CI tables of
-    arc_trl/eval/learning_report.py) and the plots."""
+    arc_experiments/learning/report.py) and the plots."""
     ev, runs = results["heldout"], results["training"]
     columns = _columns(results)
     first = ev[columns[0][0]]
@@ -591,7 +590,7 @@ def _gpu_name() -> str | None:
 def write_report(results: dict[str, Any], profile: dict[str, Any]) -> dict[str, Any] | None:
     """Plots, the generated docs block and (profile `summary_file`) the summary JSON of a finished run (also from a
     results.json copied from a GPU machine, or several merged). Returns the summary (None without per-task data)."""
-    from arc_trl.eval.learning_report import ci_block, plot_curves, write_summary
+    from arc_experiments.learning.report import ci_block, plot_curves, write_summary
 
     training, prefix = results["training"], profile["image_prefix"]
     plot_series(training, "reward", f"mean reward ({results['reward_mode']})", "Reward over GRPO steps",
@@ -606,7 +605,7 @@ def write_report(results: dict[str, Any], profile: dict[str, Any]) -> dict[str, 
             summary = write_summary(results, path)
             print(f"[demo] wrote {path}")
         else:
-            from arc_trl.eval.learning_report import summary as summarise
+            from arc_experiments.learning.report import summary as summarise
 
             summary = summarise(results)
         stats = ci_block(summary, with_checks=bool(path))
@@ -650,7 +649,7 @@ def select_stages(stages: list[Stage], until: str | None, only: str | None, with
 
 def outcome_line(results: dict[str, Any]) -> str | None:
     """One line on the console: the student against each arm's end (seeds pooled), with CIs when there are runs."""
-    from arc_trl.eval.learning_report import summary as summarise
+    from arc_experiments.learning.report import summary as summarise
 
     if not results["heldout"].get("student", {}).get("per_task"):
         return None
@@ -699,7 +698,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     if args.eval_every is not None:
         profile["eval_every"] = args.eval_every
     if args.report:
-        from arc_trl.eval.learning_report import merge_results
+        from arc_experiments.learning.report import merge_results
 
         parts = [json.loads(Path(path).read_text()) for path in args.report]
         results = merge_results(parts) if len(parts) > 1 else parts[0]

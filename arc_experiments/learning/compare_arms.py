@@ -15,13 +15,10 @@ from __future__ import annotations
 
 import argparse
 import json
-import sys
 from pathlib import Path
 from typing import Any
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-
-from arc_trl.eval.bootstrap import gain_bootstrap  # noqa: E402
+from arc_trl.eval.bootstrap import gain_bootstrap
 
 Run = tuple[str, dict[str, float], dict[str, float]]  # label, the run's per-task pass@1, its student's
 
