@@ -252,7 +252,7 @@ case $stage in
     ;;
   sweep)  # issue 26 item 2: configs/gpu/learning/sweep.yaml (GRPO + OPD from this machine's student and privileged
     # teacher, each run scored on the validation tasks in training), two runs at a time (each holds ~34 GiB; the next
-    # starts once the one before has logged its first step), ranked by arc_trl.eval.sweep_choice
+    # starts once the one before has logged its first step), ranked by arc_experiments.learning.sweep_choice
     run shared "$limit" "${demo[@]}" --only teacher-privileged --with-needs
     python3 scripts/sweep.py configs/gpu/learning/sweep.yaml --dry-run --command "python3 scripts/train.py"
     pids=()
@@ -263,7 +263,7 @@ case $stage in
       if [ ${#pids[@]} -ge 2 ]; then wait "${pids[0]}"; pids=("${pids[@]:1}"); fi
     done
     wait
-    run sweep-choice 300 python3 -m arc_trl.eval.sweep_choice "$learning/sweep" --out "$learning/sweep/choice.json"
+    run sweep-choice 300 python3 -m arc_experiments.learning.sweep_choice "$learning/sweep" --out "$learning/sweep/choice.json"
     cat "$work/logs/sweep-choice.log"
     ;;
   pieces)  # issue 26: some stages of the experiment (ONLY=comma-separated patterns) with what they need

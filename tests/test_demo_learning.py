@@ -4,9 +4,8 @@ from __future__ import annotations
 
 import json
 
-from model_helpers import load_script
 
-demo = load_script("demo_learning")
+from arc_experiments.learning import runner as demo  # noqa: E402
 
 
 def test_heldout_tasks_use_the_rl_families_with_their_own_seed():
@@ -282,7 +281,7 @@ def test_heldout_check_compares_task_content_not_ids(tmp_path, capsys):
     import dataclasses
 
     from arc_trl.tasks import load_tasks
-    from arc_trl.eval import heldout_check
+    from arc_experiments.learning import heldout_check
 
     spec = "synthetic:n=4,seed=1,difficulty=tiny,families=flip"
     tasks = load_tasks(spec)

@@ -14,19 +14,16 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
-_MAINS = ("arc_trl/eval/compare.py", "arc_trl/eval/generate.py", "arc_trl/eval/heldout_check.py",
-          "arc_trl/eval/score.py", "arc_trl/eval/submission.py", "arc_trl/eval/sweep_choice.py",
-          "arc_trl/eval/tables.py")
+_MAINS = ("arc_trl.eval.compare", "arc_trl.eval.generate", "arc_trl.eval.score", "arc_trl.eval.submission",
+          "arc_trl.eval.tables", "arc_trl.cli.main", "arc_experiments.learning", "arc_experiments.learning.heldout_check",
+          "arc_experiments.learning.sweep_choice", "arc_experiments.learning.compare_arms")
 
 
 def _commands() -> list[tuple[str, list[str]]]:
     commands = [(p.relative_to(ROOT).as_posix(), [sys.executable, str(p)])
                 for folder in ("scripts", "benchmarks") for p in sorted((ROOT / folder).glob("*.py"))
                 if p.name != "common.py"]
-    for path in _MAINS:
-        if (ROOT / path).exists():
-            module = path.removesuffix(".py").replace("/", ".")
-            commands.append((f"-m {module}", [sys.executable, "-m", module]))
+    commands += [(f"-m {module}", [sys.executable, "-m", module]) for module in _MAINS]
     scripts = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"].get("scripts", {})
     for name, target in scripts.items():  # run the console entry point's function as the installed script would
         module, func = target.split(":")

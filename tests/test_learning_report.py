@@ -1,4 +1,4 @@
-"""The learning experiment's statistics (arc_trl/eval/learning_report.py) on a synthetic results.json: the summary JSON
+"""The learning experiment's statistics (arc_experiments/learning/report.py) on a synthetic results.json: the summary JSON
 of issue 26, the pass@1-over-steps curves, the CI tables, merging machines' results, and demo_learning's report."""
 
 from __future__ import annotations
@@ -7,8 +7,7 @@ import json
 
 import pytest
 
-from arc_trl.eval.learning_report import REQUIRED_KEYS, ci_block, merge_results, summary, write_summary
-from model_helpers import load_script
+from arc_experiments.learning.report import REQUIRED_KEYS, ci_block, merge_results, summary, write_summary
 
 TASKS = [f"syn-flip-1-{i:03d}" for i in range(40)]
 
@@ -181,7 +180,7 @@ def test_merge_joins_machines_and_notes_conflicts():
 
 
 def test_demo_report_writes_summary_docs_block_and_plots(tmp_path, monkeypatch):
-    demo = load_script("demo_learning")
+    from arc_experiments.learning import runner as demo
     monkeypatch.setattr(demo, "DOCS", tmp_path / "learning.md")
     monkeypatch.setattr(demo, "IMAGES", tmp_path / "img")
     profile = {**demo.DEFAULT_PROFILE, "docs_section": "gpu", "image_prefix": "learning_gpu",
@@ -241,7 +240,7 @@ def test_gain_bootstrap_is_the_paired_bootstrap_when_every_run_started_from_one_
 
 def test_compare_arms_pools_a_control_over_experiments_each_run_against_its_student(tmp_path, capsys):
     """scripts/compare_arms.py: OPD from one file (gains 0.25), GRPO only from two (gains 0 and 0.5, mean 0.25)."""
-    compare_arms = load_script("compare_arms")
+    from arc_experiments.learning import compare_arms
     full = synthetic_results()
     paths = []
     for i, (student, only) in enumerate(((0.25, 0.25), (0.0, 0.5))):

@@ -1,4 +1,4 @@
-"""Choosing the GPU experiment's recipe on validation tasks (arc_trl/eval/sweep_choice.py, configs/gpu/learning)."""
+"""Choosing the GPU experiment's recipe on validation tasks (arc_experiments/learning/sweep_choice.py, configs/gpu/learning)."""
 
 from __future__ import annotations
 
@@ -8,8 +8,7 @@ from pathlib import Path
 import yaml
 
 from arc_trl.tasks import load_tasks
-from arc_trl.eval import sweep_choice
-from model_helpers import load_script
+from arc_experiments.learning import sweep_choice
 
 VALIDATION = "synthetic:n=6,seed=4,difficulty=tiny,families=flip"
 
@@ -49,7 +48,7 @@ def test_runs_are_ranked_by_validation_pass1_with_paired_gaps(tmp_path):
 
 
 def test_gpu_sweep_chooses_on_the_validation_set_never_on_held_out_tasks():
-    demo = load_script("demo_learning")
+    from arc_experiments.learning import runner as demo
     configs = Path("configs/gpu/learning")
     profile = demo.load_profile(configs)
     sweep = yaml.safe_load((configs / "sweep.yaml").read_text())

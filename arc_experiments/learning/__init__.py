@@ -1,0 +1,8 @@
+"""The learning experiment: SFT a student, build teachers, RL it (GRPO + OPD, GRPO alone), evaluate on held-out tasks,
+report with bootstrap intervals.
+
+    arc-trl experiment --configs configs/demo          # = python -m arc_experiments.learning (the CPU demo)
+
+Modules: `runner` (the command), `report` (summary, intervals, merging machines' results), `heldout_check`,
+`sweep_choice`, `compare_arms`.
+"""
