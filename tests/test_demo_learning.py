@@ -5,17 +5,20 @@ from __future__ import annotations
 import json
 
 
-from arc_experiments.learning import runner as demo  # noqa: E402
+from arc_experiments.learning import docs_block, runner
+from arc_experiments.learning import profile as profile_mod
+from arc_experiments.learning import results as results_mod  # noqa: E402
+from arc_experiments.learning import plan as plan_mod  # noqa: E402
 
 
 def test_heldout_tasks_use_the_rl_families_with_their_own_seed():
-    assert demo.heldout_spec(96) == "synthetic:n=96,seed=1,difficulty=tiny,families=rotate+flip+transpose+mirror_concat"
+    assert profile_mod.heldout_spec(96) == "synthetic:n=96,seed=1,difficulty=tiny,families=rotate+flip+transpose+mirror_concat"
 
 
 def test_plan_runs_the_ablation_only_when_asked(tmp_path):
-    names = [s.name for s in demo.plan(tmp_path, seed=0, n_heldout=8, n_predictions=2, ablation=False)]
+    names = [s.name for s in plan_mod.plan(tmp_path, seed=0, n_heldout=8, n_predictions=2, ablation=False)]
     assert names == ["model", "student", "teacher", "eval-student", "eval-teacher", "grpo-opd", "eval-grpo-opd"]
-    stages = demo.plan(tmp_path, seed=3, n_heldout=8, n_predictions=2, ablation=True)
+    stages = plan_mod.plan(tmp_path, seed=3, n_heldout=8, n_predictions=2, ablation=True)
     # shared stages first, then each RL run followed by its evaluation (stages run one at a time)
     assert [s.name for s in stages] == ["model", "student", "teacher", "eval-student", "eval-teacher",
                                         "grpo-opd", "eval-grpo-opd", "grpo-only", "eval-grpo-only"]
@@ -32,25 +35,25 @@ def test_training_metrics_average_the_first_and_last_window(tmp_path):
     history.append({"train_runtime": 1.0})  # the final summary entry carries no reward
     (tmp_path / "trainer_state.json").write_text(json.dumps({"log_history": history}))
     (tmp_path / "run_summary.json").write_text(json.dumps({"seconds": 12.5}))
-    metrics = demo.training_metrics(tmp_path)
+    metrics = results_mod.training_metrics(tmp_path)
     assert metrics["steps"] == list(range(1, 26)) and metrics["seconds"] == 12.5
     assert metrics["reward_first"] == sum(range(10)) / 10 and metrics["reward_last"] == sum(range(15, 25)) / 10
     assert metrics["valid"] == [] and metrics["valid_first"] is None
 
 
 def test_write_docs_replaces_only_the_results_block(tmp_path, monkeypatch):
-    monkeypatch.setattr(demo, "DOCS", tmp_path / "learning.md")
-    demo.DOCS.write_text(f"# Head\nprose\n{demo.BEGIN}\nold numbers\n{demo.END}\n## Tail\nmore prose\n")
-    demo.write_docs("new numbers")
-    assert demo.DOCS.read_text() == f"# Head\nprose\n{demo.BEGIN}\nnew numbers\n{demo.END}\n## Tail\nmore prose\n"
+    monkeypatch.setattr(docs_block, "DOCS", tmp_path / "learning.md")
+    docs_block.DOCS.write_text(f"# Head\nprose\n{docs_block.BEGIN}\nold numbers\n{docs_block.END}\n## Tail\nmore prose\n")
+    docs_block.write_docs("new numbers")
+    assert docs_block.DOCS.read_text() == f"# Head\nprose\n{docs_block.BEGIN}\nnew numbers\n{docs_block.END}\n## Tail\nmore prose\n"
 
 
 def test_gpu_profile_reaches_the_stage_commands(tmp_path):
     from pathlib import Path
 
     configs = Path("configs/gpu/learning")
-    profile = demo.load_profile(configs)
-    stages = {s.name: s for s in demo.plan(tmp_path, 0, profile["heldout_tasks"], profile["n_predictions"], True,
+    profile = profile_mod.load_profile(configs)
+    stages = {s.name: s for s in plan_mod.plan(tmp_path, 0, profile["heldout_tasks"], profile["n_predictions"], True,
                                            configs, profile)}
     assert stages["model"].command[-4:] == ["--shape", "qwen3-0.6b", "--device", "cuda"]
     assert stages["student"].command[3] == "configs/gpu/learning/sft-student.yaml"
@@ -69,7 +72,7 @@ def test_unknown_profile_key_is_named(tmp_path):
 
     (tmp_path / "profile.yaml").write_text("heldout_task: 3\n")
     with pytest.raises(SystemExit, match="heldout_task"):
-        demo.load_profile(tmp_path)
+        profile_mod.load_profile(tmp_path)
 
 
 def _sleeper(tmp_path, name, seconds, fail=False):
@@ -80,7 +83,7 @@ def _sleeper(tmp_path, name, seconds, fail=False):
     code = (f"import time, pathlib; p = pathlib.Path({str(tmp_path)!r}); (p / '{name}.start').write_text(repr(time.time()));"
             f" time.sleep({seconds}); (p / '{name}.end').write_text(repr(time.time()))")
     code += "; raise SystemExit(4)" if fail else f"; pathlib.Path({str(done)!r}).write_text('ok')"
-    return demo.Stage(name, [sys.executable, "-c", code], done)
+    return profile_mod.Stage(name, [sys.executable, "-c", code], done)
 
 
 def _span(tmp_path, name):
@@ -90,7 +93,7 @@ def _span(tmp_path, name):
 def test_stages_run_in_list_order_and_done_ones_are_skipped(tmp_path):
     stages = [_sleeper(tmp_path, "a", 0.05), _sleeper(tmp_path, "b", 0.05), _sleeper(tmp_path, "c", 0.05)]
     stages[1].done_file.write_text("from an earlier run")
-    seconds = demo.run_stages(stages, tmp_path / "logs")
+    seconds = runner.run_stages(stages, tmp_path / "logs")
     assert list(seconds) == ["a", "c"] and not (tmp_path / "b.start").exists()
     assert _span(tmp_path, "a")[1] <= _span(tmp_path, "c")[0]
     assert (tmp_path / "logs" / "a.log").exists() and not (tmp_path / "logs" / "b.log").exists()
@@ -101,7 +104,7 @@ def test_a_failed_stage_stops_the_run_and_names_its_log(tmp_path):
 
     stages = [_sleeper(tmp_path, "ok", 0.05), _sleeper(tmp_path, "bad", 0.05, fail=True), _sleeper(tmp_path, "next", 0.05)]
     with pytest.raises(SystemExit, match=r"stage bad failed \(exit code 4\).*bad.log"):
-        demo.run_stages(stages, tmp_path / "logs")
+        runner.run_stages(stages, tmp_path / "logs")
     assert (tmp_path / "ok.done").exists() and not (tmp_path / "next.start").exists()
 
 
@@ -110,9 +113,9 @@ def test_a_stage_without_its_done_file_fails(tmp_path):
 
     import pytest
 
-    stage = demo.Stage("quiet", [sys.executable, "-c", "print('wrote nothing')"], tmp_path / "model.safetensors")
+    stage = profile_mod.Stage("quiet", [sys.executable, "-c", "print('wrote nothing')"], tmp_path / "model.safetensors")
     with pytest.raises(SystemExit, match=r"stage quiet failed \(exit code 0\)[\s\S]*wrote nothing"):
-        demo.run_stages([stage], tmp_path / "logs")
+        runner.run_stages([stage], tmp_path / "logs")
 
 
 def test_only_runs_the_named_stages_and_names_what_they_lack(tmp_path):
@@ -120,9 +123,9 @@ def test_only_runs_the_named_stages_and_names_what_they_lack(tmp_path):
 
     argv = ["--configs", "configs/demo", "--out", str(tmp_path / "run"), "--ablation", "--no-docs"]
     with pytest.raises(SystemExit, match="grpo-only needs student, which is neither done nor selected"):
-        demo.main([*argv, "--only", "grpo-only,eval-grpo-only"])
+        runner.main([*argv, "--only", "grpo-only,eval-grpo-only"])
     with pytest.raises(SystemExit, match=r"no stage \['bogus'\]"):
-        demo.main([*argv, "--resume", "--only", "model,bogus"])
+        runner.main([*argv, "--resume", "--only", "model,bogus"])
 
 
 # ------------------------------------------------------------------------------------------------------ experiment
@@ -144,8 +147,8 @@ def _experiment_configs(tmp_path, **profile):
 
 
 def _plan(tmp_path, configs, seed=0):
-    profile = demo.load_profile(configs)
-    return {s.name: s for s in demo.plan(tmp_path / "out", seed, profile["heldout_tasks"], 4, False, configs, profile)}
+    profile = profile_mod.load_profile(configs)
+    return {s.name: s for s in plan_mod.plan(tmp_path / "out", seed, profile["heldout_tasks"], 4, False, configs, profile)}
 
 
 def test_experiment_plan_seeds_arms_teachers_probes_and_checkpoints(tmp_path):
@@ -169,7 +172,7 @@ def test_experiment_plan_seeds_arms_teachers_probes_and_checkpoints(tmp_path):
     # checkpoints are evaluated like the final model, on the same held-out tasks
     ckpt, final = stages["eval-grpo-opd-s1-step25"].command, stages["eval-grpo-opd-s1"].command
     assert ckpt[ckpt.index("--model") + 1] == str(out / "grpo-opd-s1" / "checkpoint-25")
-    assert ckpt[ckpt.index("--dataset") + 1] == final[final.index("--dataset") + 1] == demo.heldout_spec(256, 1, configs)
+    assert ckpt[ckpt.index("--dataset") + 1] == final[final.index("--dataset") + 1] == profile_mod.heldout_spec(256, 1, configs)
     # the privileged teacher: trained from the student, evaluated and probed with its privileged prompt
     assert stages["teacher-privileged"].needs == ("student",)
     assert stages["teacher-privileged"].command[3] == str(configs / "sft-teacher-privileged.yaml")
@@ -184,7 +187,7 @@ def test_experiment_plan_seeds_arms_teachers_probes_and_checkpoints(tmp_path):
     against = check[check.index("--against") + 1 : check.index("--out")]
     assert [a.split("=")[0] for a in against] == ["sft-student", "sft-teacher", "sft-teacher-privileged", "rl",
                                                   "validation"]
-    assert against[-1] == "validation=" + demo.heldout_spec(64, 4, configs)
+    assert against[-1] == "validation=" + profile_mod.heldout_spec(64, 4, configs)
 
 
 def test_experiment_profile_errors_are_named(tmp_path):
@@ -203,16 +206,16 @@ def test_only_patterns_and_with_needs(tmp_path):
     import pytest
 
     stages = list(_plan(tmp_path, _experiment_configs(tmp_path)).values())
-    picked = demo.select_stages(stages, None, "grpo-opd-s1,eval-grpo-opd-s1*", with_needs=True)
+    picked = plan_mod.select_stages(stages, None, "grpo-opd-s1,eval-grpo-opd-s1*", with_needs=True)
     assert [s.name for s in picked] == ["model", "student", "teacher-privileged", "grpo-opd-s1",
                                         "eval-grpo-opd-s1-step25", "eval-grpo-opd-s1"]
     (tmp_path / "out" / "student").mkdir(parents=True)
     (tmp_path / "out" / "student" / "model.safetensors").write_text("done")  # a finished need is not rerun
-    picked = demo.select_stages(stages, None, "grpo-only-s*", with_needs=True)
+    picked = plan_mod.select_stages(stages, None, "grpo-only-s*", with_needs=True)
     assert [s.name for s in picked] == ["grpo-only-s0", "grpo-only-s1"]
     with pytest.raises(SystemExit, match="grpo-opd-s0 needs teacher-privileged.*--with-needs"):
-        demo.select_stages(stages, None, "grpo-opd-s0", with_needs=False)
-    assert [s.name for s in demo.select_stages(stages, "student", None, False)] == ["check-heldout", "model",
+        plan_mod.select_stages(stages, None, "grpo-opd-s0", with_needs=False)
+    assert [s.name for s in plan_mod.select_stages(stages, "student", None, False)] == ["check-heldout", "model",
                                                                                     "student"]
 
 
@@ -249,17 +252,17 @@ def test_results_hold_per_task_pass1_runs_and_teachers(tmp_path):
     from arc_trl.tasks import load_tasks
 
     configs = _experiment_configs(tmp_path, heldout_tasks=3, seeds=[0], kl_probe_steps=0, eval_every=20)
-    profile = demo.load_profile(configs)
+    profile = profile_mod.load_profile(configs)
     out = tmp_path / "out"
-    stages = demo.plan(out, 0, 3, 2, False, configs, profile)
-    dataset = demo.heldout_spec(3, 1, configs)
+    stages = plan_mod.plan(out, 0, 3, 2, False, configs, profile)
+    dataset = profile_mod.heldout_spec(3, 1, configs)
     first = sorted(t.id for t in load_tasks(dataset))[0]
     _fake_eval(out / "eval" / "student", dataset, lambda t, a: t == first and a == 0)
     _fake_eval(out / "eval" / "teacher-privileged", dataset, lambda t, a: True)
     _fake_eval(out / "eval" / "grpo-opd-s0-step20", dataset, lambda t, a: t == first)
     _fake_eval(out / "eval" / "grpo-opd-s0", dataset, lambda t, a: a == 0)
     _fake_run(out / "grpo-opd-s0", kl=0.2)
-    results = demo.collect_results(out, stages, configs, profile, n_predictions=2)
+    results = results_mod.collect_results(out, stages, configs, profile, n_predictions=2)
     assert set(results["heldout"]) == {"student", "teacher-privileged", "grpo-opd-s0-step20", "grpo-opd-s0"}
     assert results["heldout"]["student"]["per_task"][first] == 0.5 and results["heldout"]["student"]["n_tasks"] == 3
     assert results["heldout"]["teacher-privileged"]["privileged"] == "program"
@@ -272,7 +275,7 @@ def test_results_hold_per_task_pass1_runs_and_teachers(tmp_path):
     assert teachers["teacher-privileged"]["teacher_kl_source"] == "step 1 of 1 GRPO + OPD run(s)"
     assert results["opd_teacher"] == "teacher-privileged" and results["heldout_check"] is None
     _fake_run(out / "kl-teacher", kl=0.05)
-    teachers = demo.collect_results(out, stages, configs, profile, n_predictions=2)["teachers"]
+    teachers = results_mod.collect_results(out, stages, configs, profile, n_predictions=2)["teachers"]
     assert teachers["teacher"]["teacher_kl"] == pytest.approx(0.075)  # mean of the probe's steps
     assert teachers["teacher"]["teacher_kl_source"] == "4-step probe at learning rate 0"
 
@@ -299,9 +302,9 @@ def test_a_failed_stage_still_writes_the_results_of_the_finished_ones(tmp_path, 
     import pytest
 
     stages = [_sleeper(tmp_path, "ok", 0.01), _sleeper(tmp_path, "bad", 0.01, fail=True)]
-    monkeypatch.setattr(demo, "plan", lambda *a, **k: stages)
+    monkeypatch.setattr(runner, "plan", lambda *a, **k: stages)
     with pytest.raises(SystemExit, match="stage bad failed"):
-        demo.main(["--out", str(tmp_path / "run"), "--no-docs"])
+        runner.main(["--out", str(tmp_path / "run"), "--no-docs"])
     results = json.loads((tmp_path / "run" / "results.json").read_text())
     assert list(results["stage_seconds"]) == ["ok"] and results["heldout"] == {} and results["n_predictions"] == 4
 
@@ -311,17 +314,17 @@ def test_side_by_side_invocations_on_one_out_keep_each_others_stage_seconds(tmp_
     seconds the other wrote after it started (before: only its own and those it read at its start)."""
     out = tmp_path / "run"
     stages = [_sleeper(tmp_path, "a", 0.01), _sleeper(tmp_path, "b", 0.01)]
-    monkeypatch.setattr(demo, "plan", lambda *a, **k: stages)
-    original_run_stages = demo.run_stages
+    monkeypatch.setattr(runner, "plan", lambda *a, **k: stages)
+    original_run_stages = runner.run_stages
 
     def run_b_while_a_runs(selected, logs, seconds, after_each=None):  # the other invocation ends while a runs
         if [s.name for s in selected] == ["a"]:
-            demo.main(["--out", str(out), "--no-docs", "--resume", "--only", "b"])
+            runner.main(["--out", str(out), "--no-docs", "--resume", "--only", "b"])
         return original_run_stages(selected, logs, seconds, after_each)
 
-    monkeypatch.setattr(demo, "run_stages", run_b_while_a_runs)
+    monkeypatch.setattr(runner, "run_stages", run_b_while_a_runs)
     out.mkdir()
-    demo.main(["--out", str(out), "--no-docs", "--resume", "--only", "a"])
+    runner.main(["--out", str(out), "--no-docs", "--resume", "--only", "a"])
     assert sorted(json.loads((out / "results.json").read_text())["stage_seconds"]) == ["a", "b"]
 
 
@@ -334,8 +337,8 @@ def test_results_are_written_after_every_stage(tmp_path, monkeypatch):
     seen = tmp_path / "seen.json"
     code = (f"import pathlib, shutil; shutil.copy({str(out / 'results.json')!r}, {str(seen)!r}); "
             f"pathlib.Path({str(tmp_path / 'b.done')!r}).write_text('ok')")
-    reader = demo.Stage("b", [sys.executable, "-c", code], tmp_path / "b.done")
-    monkeypatch.setattr(demo, "plan", lambda *a, **k: [_sleeper(tmp_path, "a", 0.01), reader])
-    demo.main(["--out", str(out), "--no-docs"])
+    reader = profile_mod.Stage("b", [sys.executable, "-c", code], tmp_path / "b.done")
+    monkeypatch.setattr(runner, "plan", lambda *a, **k: [_sleeper(tmp_path, "a", 0.01), reader])
+    runner.main(["--out", str(out), "--no-docs"])
     assert list(json.loads(seen.read_text())["stage_seconds"]) == ["a"]
     assert sorted(json.loads((out / "results.json").read_text())["stage_seconds"]) == ["a", "b"]

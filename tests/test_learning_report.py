@@ -7,7 +7,8 @@ import json
 
 import pytest
 
-from arc_experiments.learning.report import REQUIRED_KEYS, ci_block, merge_results, summary, write_summary
+from arc_experiments.learning.merge import merge_results
+from arc_experiments.learning.report import REQUIRED_KEYS, ci_block, summary, write_summary
 
 TASKS = [f"syn-flip-1-{i:03d}" for i in range(40)]
 
@@ -180,14 +181,17 @@ def test_merge_joins_machines_and_notes_conflicts():
 
 
 def test_demo_report_writes_summary_docs_block_and_plots(tmp_path, monkeypatch):
-    from arc_experiments.learning import runner as demo
-    monkeypatch.setattr(demo, "DOCS", tmp_path / "learning.md")
-    monkeypatch.setattr(demo, "IMAGES", tmp_path / "img")
-    profile = {**demo.DEFAULT_PROFILE, "docs_section": "gpu", "image_prefix": "learning_gpu",
+    from arc_experiments.learning import docs_block, runner  # noqa: F401
+    from arc_experiments.learning import profile as profile_mod  # noqa: F401
+    from arc_experiments.learning import results as results_mod  # noqa: F401
+    from arc_experiments.learning import plan as plan_mod  # noqa: F401
+    monkeypatch.setattr(docs_block, "DOCS", tmp_path / "learning.md")
+    monkeypatch.setattr(docs_block, "IMAGES", tmp_path / "img")
+    profile = {**profile_mod.DEFAULT_PROFILE, "docs_section": "gpu", "image_prefix": "learning_gpu",
                "summary_file": str(tmp_path / "gpu_learning_summary.json")}
     results_path = tmp_path / "results.json"
     results_path.write_text(json.dumps(synthetic_results()))
-    summary_out = demo.write_report(json.loads(results_path.read_text()), profile)
+    summary_out = docs_block.write_report(json.loads(results_path.read_text()), profile)
     assert json.loads((tmp_path / "gpu_learning_summary.json").read_text())["grpo_opd_pass1"] == 0.5
     assert summary_out["student_pass1"] == 0.25
     text = (tmp_path / "learning.md").read_text()

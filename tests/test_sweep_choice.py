@@ -48,12 +48,15 @@ def test_runs_are_ranked_by_validation_pass1_with_paired_gaps(tmp_path):
 
 
 def test_gpu_sweep_chooses_on_the_validation_set_never_on_held_out_tasks():
-    from arc_experiments.learning import runner as demo
+    from arc_experiments.learning import docs_block, runner  # noqa: F401
+    from arc_experiments.learning import profile as profile_mod  # noqa: F401
+    from arc_experiments.learning import results as results_mod  # noqa: F401
+    from arc_experiments.learning import plan as plan_mod  # noqa: F401
     configs = Path("configs/gpu/learning")
-    profile = demo.load_profile(configs)
+    profile = profile_mod.load_profile(configs)
     sweep = yaml.safe_load((configs / "sweep.yaml").read_text())
-    validation = demo.heldout_spec(profile["validation_tasks"], profile["validation_seed"], configs)
-    heldout = demo.heldout_spec(profile["heldout_tasks"], profile["heldout_seed"], configs)
+    validation = profile_mod.heldout_spec(profile["validation_tasks"], profile["validation_seed"], configs)
+    heldout = profile_mod.heldout_spec(profile["heldout_tasks"], profile["heldout_seed"], configs)
     assert sweep["fixed"]["eval_dataset"] == validation != heldout
     assert Path(sweep["base_config"]) == configs / "grpo-opd.yaml"
     seeds = {"validation": profile["validation_seed"], "heldout": profile["heldout_seed"]}
@@ -62,6 +65,6 @@ def test_gpu_sweep_chooses_on_the_validation_set_never_on_held_out_tasks():
     assert seeds["heldout"] not in {v for k, v in seeds.items() if k != "heldout"}
     assert seeds["validation"] not in {v for k, v in seeds.items() if k != "validation"}
     # the sweep distils from the profile's OPD teacher, with its privileged prompt
-    teacher = demo.teachers_of(configs, profile)[profile["opd_teacher"]]
+    teacher = profile_mod.teachers_of(configs, profile)[profile["opd_teacher"]]
     assert Path(sweep["fixed"]["teacher_model"]).name == teacher.name
     assert sweep["fixed"].get("teacher_privileged", "none") == teacher.privileged
