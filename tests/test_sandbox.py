@@ -9,6 +9,7 @@ import signal
 import subprocess
 import sys
 import textwrap
+import threading
 import time
 
 import numpy as np
@@ -482,6 +483,55 @@ def test_pool_close_stops_zygote_and_sessions():
     assert _gone(zygote) and _gone(child)
     with pytest.raises(RuntimeError, match="closed"):
         p.new_session(mirror_task())
+
+
+def test_a_kill_racing_the_pools_close_starts_no_zygote(monkeypatch):
+    """A background kill (close_sessions) checked that the zygote was alive, let go of the lock, then sent its request
+    through `ForkServer.request`, which starts a zygote when none runs: a pool closing in between got a new zygote.
+    The interleaving is forced (the pool closes when a kill reaches `request`), and a closed fork server must refuse
+    to start one for any request."""
+    from arc_trl.sandbox.forkserver import ForkServer, SandboxError
+
+    p = SandboxPool(num_workers=1, config=FAST)
+    s = p.new_session(mirror_task())
+    fs, child = p.forkserver, s._child
+    real_request = ForkServer.request
+
+    def close_in_between(self, request, fd=None):
+        if request.get("op") == "kill":
+            p.close()
+        return real_request(self, request, fd)
+
+    monkeypatch.setattr(ForkServer, "request", close_in_between)
+    generation = fs.generation
+    fs.kill(child.pid, child.generation)
+    p.close()
+    assert fs.pid is None and fs.generation == generation  # no zygote started after (or by) the kill
+    with pytest.raises(SandboxError, match="closed"):
+        fs.request({"op": "ping"})
+    assert fs.pid is None and fs.generation == generation
+
+
+def test_close_sessions_on_a_closed_pool_kills_in_place_and_leaves_no_threads():
+    p = SandboxPool(num_workers=1, config=FAST)
+    sessions = [p.new_session(mirror_task())]
+    p.close()
+    p.close_sessions(sessions)  # used to create an executor nobody shut down
+    assert sessions[0].closed and p._close_pool is None and not _live_threads(p)
+
+
+def test_pool_close_waits_for_its_background_kills():
+    p = SandboxPool(num_workers=2, config=FAST)
+    sessions = p.open_sessions([mirror_task(), mirror_task()])
+    p.map_turns([(s, "print(1)") for s in sessions])
+    p.close_sessions(sessions)
+    p.close()
+    assert p._executors and not _live_threads(p)  # shut down and joined, not left running
+    assert p.forkserver.pid is None
+
+
+def _live_threads(pool) -> list[str]:
+    return [t.name for executor in pool._executors for t in executor._threads if t.is_alive()]
 
 
 def test_no_leak_when_the_trainer_is_killed(tmp_path):

@@ -41,6 +41,7 @@ class ForkServer:
         self._sock: socket.socket | None = None
         self.generation = 0  # incremented at each zygote start; pids of an older generation are gone
         self._owner_pid = os.getpid()
+        self._closed = False  # once closed, no request starts a zygote again (a late background kill included)
 
     # --- lifecycle
 
@@ -82,6 +83,7 @@ class ForkServer:
 
     def close(self) -> None:
         with self._lock:
+            self._closed = True
             if os.getpid() == self._owner_pid:
                 self._stop()
 
@@ -116,6 +118,8 @@ class ForkServer:
             raise SandboxError("a SandboxPool cannot be used in a forked copy of the process that created it; "
                                "create the pool in the process that uses it")
         with self._lock:
+            if self._closed:
+                raise SandboxError("the sandbox is closed")
             if self._proc is None or self._proc.poll() is not None:
                 self._stop()
                 self._start()
@@ -142,12 +146,14 @@ class ForkServer:
 
     def kill(self, pid: int, generation: int) -> dict[str, Any]:
         """SIGKILL a session process and reap it; returns {"exit_code", "signal"} (None values when unknown)."""
-        with self._lock:
-            alive = self._proc is not None and self._proc.poll() is None
-            if not alive or generation != self.generation:
-                return {"exit_code": None, "signal": None}  # its zygote is gone, and with it the session
-        try:
-            reply, _ = self.request({"op": "kill", "pid": pid})
-        except SandboxError:
-            return {"exit_code": None, "signal": None}
+        gone = {"exit_code": None, "signal": None}
+        with self._lock:  # the check and the exchange under one hold: a kill never starts a zygote (nor a new one
+            alive = self._proc is not None and self._proc.poll() is None  # after close: `request` would)
+            if self._closed or not alive or generation != self.generation:
+                return gone  # its zygote is gone, and with it the session
+            try:
+                reply = self._exchange({"op": "kill", "pid": pid}, None, _REQUEST_TIMEOUT_S)
+            except SandboxError:
+                self._kill_zygote()
+                return gone
         return {"exit_code": reply.get("exit_code"), "signal": reply.get("signal")}

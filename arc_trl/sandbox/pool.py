@@ -30,9 +30,11 @@ def _shutdown(forkserver: ForkServer, sessions: weakref.WeakSet, executors: list
             session.close()
         except Exception:  # noqa: BLE001, S110  best effort at exit
             pass
+    # pending work is cancelled; running work (a kill, a start) is waited for, unless this runs on one of the threads
+    forkserver.close()  # first: a start or kill still running then finds the zygote closed and returns at once
+    own = threading.current_thread().name.startswith("sandbox-")
     for executor in executors:
-        executor.shutdown(wait=False, cancel_futures=True)
-    forkserver.close()
+        executor.shutdown(wait=not own, cancel_futures=True)
 
 
 class SandboxPool:
@@ -85,6 +87,10 @@ class SandboxPool:
     def close_sessions(self, sessions: list[Session]) -> None:
         """Close `sessions` now and kill their processes in the background (each kill is a round trip to the zygote,
         ~1 ms, off the caller's critical path)."""
+        if self.closed:  # the pool's shutdown killed their processes already; close them in place, no new threads
+            for session in sessions:
+                session.close()
+            return
         closer = self._executor("_close_pool", "sandbox-close")
         for session in sessions:
             session.close(closer)
@@ -120,6 +126,8 @@ class SandboxPool:
     def _executor(self, attribute: str, thread_name: str) -> ThreadPoolExecutor:
         """The pool's `num_workers` threads kept in `attribute`, created on first use (shut down by `close`)."""
         with self._executor_lock:
+            if self.closed:
+                raise RuntimeError("the SandboxPool is closed")
             executor = getattr(self, attribute)
             if executor is None:
                 executor = ThreadPoolExecutor(self.num_workers, thread_name_prefix=thread_name)
