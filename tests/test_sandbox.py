@@ -437,7 +437,6 @@ def test_a_fresh_sessions_first_numpy_calls_import_nothing(pool):
 
 
 def test_pool_created_in_a_thread_that_exits_keeps_working():
-    import threading
 
     made = {}
     thread = threading.Thread(target=lambda: made.update(pool=SandboxPool(1, FAST)))
