@@ -315,8 +315,12 @@ def main(argv: list[str] | None = None) -> dict | None:
         return trainer
 
     os.makedirs(args.output_dir, exist_ok=True)
-    with open(os.path.join(args.output_dir, "arc_trl_config.json"), "w") as f:
-        json.dump(resolved_config(arc, args, model_args), f, indent=2, default=str)
+    from arc_trl.model_identity import model_fingerprint
+
+    with open(os.path.join(args.output_dir, "arc_trl_config.json"), "w") as f:  # + the build the run starts from
+        json.dump({**resolved_config(arc, args, model_args),
+                   "start_model_fingerprint": model_fingerprint(model_args.model_name_or_path)}, f, indent=2,
+                  default=str)
     resume = args.resume_from_checkpoint
     if resume == "auto":
         from transformers.trainer_utils import get_last_checkpoint

@@ -238,8 +238,9 @@ def _fake_eval(folder, dataset, passed):
         "valid_outputs": 0.5, "pixel_score": 0.2}))
 
 
-def _fake_run(folder, kl=None):
+def _fake_run(folder, kl=None, start_model=None):
     folder.mkdir(parents=True)
+    (folder / "arc_trl_config.json").write_text(json.dumps({"start_model_fingerprint": start_model}))
     history = [{"step": i, "reward": 0.1 * i, **({"teacher_kl": kl + i / 100} if kl is not None else {})}
                for i in range(1, 5)]
     (folder / "trainer_state.json").write_text(json.dumps({"log_history": history}))
@@ -261,8 +262,14 @@ def test_results_hold_per_task_pass1_runs_and_teachers(tmp_path):
     _fake_eval(out / "eval" / "teacher-privileged", dataset, lambda t, a: True)
     _fake_eval(out / "eval" / "grpo-opd-s0-step20", dataset, lambda t, a: t == first)
     _fake_eval(out / "eval" / "grpo-opd-s0", dataset, lambda t, a: a == 0)
-    _fake_run(out / "grpo-opd-s0", kl=0.2)
+    from arc_trl.model_identity import model_fingerprint
+
+    (out / "student").mkdir()
+    (out / "student" / "model.safetensors").write_bytes(b"weights")
+    _fake_run(out / "grpo-opd-s0", kl=0.2, start_model=model_fingerprint(out / "student"))
     results = results_mod.collect_results(out, stages, configs, profile, n_predictions=2)
+    # the run's recorded start and the student evaluation's build are the same: report.start_of pairs them
+    assert results["runs"]["grpo-opd-s0"].pop("student_model") == results["heldout"]["student"]["model"] is not None
     assert set(results["heldout"]) == {"student", "teacher-privileged", "grpo-opd-s0-step20", "grpo-opd-s0"}
     assert results["heldout"]["student"]["per_task"][first] == 0.5 and results["heldout"]["student"]["n_tasks"] == 3
     assert results["heldout"]["teacher-privileged"]["privileged"] == "program"

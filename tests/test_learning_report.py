@@ -259,3 +259,64 @@ def test_compare_arms_pools_a_control_over_experiments_each_run_against_its_stud
     assert "grpo-only-s0 of " + str(paths[1]) + ": gain over its student +50.00 points" in out
     assert "arm - student: +25.00 points, 95% CI [+25.00, +25.00]" in out
     assert "control - student: +25.00 points" in out and "arm - control: +0.00 points" in out
+
+
+def test_compare_arms_counts_a_run_once_across_overlapping_files_and_a_merged_file(tmp_path, capsys):
+    """The same machine files given twice (overlapping globs) and a merged file beside them: each run counts once,
+    so the control's mean gain is that of its two runs (0 and +50 points), not weighted by how often it was listed."""
+    from arc_experiments.learning import compare_arms
+    from arc_experiments.learning.merge import merge_results
+
+    full = synthetic_results()
+    parts, paths = [], []
+    for i, (student, only) in enumerate(((0.25, 0.25), (0.0, 0.5))):
+        part = {**full, "heldout": {"student": _eval(student), f"grpo-opd-s{i}": _eval(student + 0.25),
+                                    f"grpo-only-s{i}": _eval(only)}}
+        part["runs"] = {n: {**r, "final": n if n.endswith(f"-s{i}") else None} for n, r in full["runs"].items()}
+        parts.append(part)
+        paths.append(tmp_path / f"results-machine{i}.json")
+        paths[-1].write_text(json.dumps(part))
+    merged = tmp_path / "results.json"
+    merged.write_text(json.dumps(merge_results(parts)))
+    listed = [str(paths[0]), str(paths[1]), str(paths[0]), str(merged)]
+    assert compare_arms.main(["--arm", "grpo-opd", *listed, "--control", "grpo-only", *listed,
+                              "--n-resamples", "200"]) == 0
+    out = capsys.readouterr().out
+    assert out.count("gain over its student") == 4 and "counted once" in out  # 2 runs per arm
+    assert "control - student: +25.00 points" in out and "arm - student: +25.00 points" in out
+
+
+def test_a_run_is_paired_with_the_student_build_it_recorded_not_its_evaluating_machines():
+    """Machine A trained grpo-opd-s0 from its student (build "fpA"); machine B evaluated that run and had rebuilt a
+    student of its own ("fpB", other numbers). The run's gain is over A's student, which merge_results used to miss
+    (it gave the run the student of the machine that evaluated it)."""
+    from arc_experiments.learning.merge import merge_results
+    from arc_experiments.learning.report import start_of
+
+    full = synthetic_results()
+    a = {**full, "heldout": {"student": {**_eval(0.25), "model": "fpA"}}}
+    a["runs"] = {"grpo-opd-s0": {"arm": "grpo-opd", "seed": 0, "steps": 40, "checkpoints": {}, "final": None,
+                                 "student_model": "fpA"}}
+    b = {**full, "heldout": {"student": {**_eval(0.0), "model": "fpB"}, "grpo-opd-s0": _eval(0.5)}}
+    b["runs"] = {"grpo-opd-s0": {"arm": "grpo-opd", "seed": 0, "steps": 40, "checkpoints": {},
+                                 "final": "grpo-opd-s0", "student_model": "fpA"}}
+    for merged in (merge_results([a, b]), merge_results([b, a])):
+        start = start_of(merged, "grpo-opd-s0")
+        assert merged["heldout"][start]["model"] == "fpA" and merged["heldout"][start]["per_task"] == _eval(0.25)[
+            "per_task"]
+    only_b = merge_results([b])
+    with pytest.raises(ValueError, match="grpo-opd-s0: the student build it started from \\(fpA\\) has no held-out"):
+        start_of(only_b, "grpo-opd-s0")
+
+
+def test_model_fingerprint_tells_builds_apart(tmp_path):
+    import os
+
+    from arc_trl.model_identity import model_fingerprint
+
+    assert model_fingerprint(tmp_path) is None and model_fingerprint("Qwen/Qwen3-0.6B") is None
+    (tmp_path / "model.safetensors").write_bytes(b"x" * 10)
+    first = model_fingerprint(tmp_path)
+    assert first == model_fingerprint(tmp_path) and len(first) == 16
+    os.utime(tmp_path / "model.safetensors", ns=(1, 2))  # the same path rebuilt: another build
+    assert model_fingerprint(tmp_path) != first

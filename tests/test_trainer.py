@@ -206,6 +206,10 @@ def test_tiny_cpu_config_end_to_end_with_colocated_vllm(memorized_model_dir, mem
         "--vllm_importance_sampling_clip_max", "1.001",
     ])
     assert summary["global_step"] == 2 and (out / "checkpoint-2" / "model.safetensors").exists()
+    from arc_trl.model_identity import model_fingerprint  # the run records the build it started from
+
+    recorded = json.loads((out / "arc_trl_config.json").read_text())["start_model_fingerprint"]
+    assert recorded == model_fingerprint(memorized_model_dir) is not None
     state = json.loads((out / "checkpoint-2" / "trainer_state.json").read_text())
     logs = [h for h in state["log_history"] if "reward" in h]
     assert max(h["episode/code_found_rate"] for h in logs) > 0

@@ -4,11 +4,12 @@
         --control grpo-only docs/gpu_learning/results-machine*.json \
         docs/gpu_learning/teacher-1epoch/results-machine*.json
 
-A run is an RL run of a machine's results.json (demo_learning.py) with a final held-out evaluation; its start is the
-student that machine built and evaluated. The arm's runs come from the first list of files, the control's from the
-second, so a control that does not depend on what changed between experiments (GRPO only does not use the teacher)
-can pool every seed measured with its config. Prints each run's gain over its start, then per-task paired bootstrap
-CIs (arc_trl.eval.bootstrap.gain_bootstrap) of arm - student, control - student and arm - control.
+A run is an RL run of a results.json (one machine's, or several merged) with a final held-out evaluation; its start
+is the evaluation of the student build it recorded (`report.start_of`). A run found in several files (overlapping
+globs, a merged file beside the machines' files) counts once. The arm's runs come from the first list of files, the
+control's from the second, so a control that does not depend on what changed between experiments (GRPO only does not
+use the teacher) can pool every seed measured with its config. Prints each run's gain over its start, then per-task
+paired bootstrap CIs (arc_trl.eval.bootstrap.gain_bootstrap) of arm - student, control - student and arm - control.
 """
 
 from __future__ import annotations
@@ -20,20 +21,38 @@ from typing import Any
 
 from arc_trl.eval.bootstrap import gain_bootstrap
 
+from arc_experiments.learning.report import start_of
+
 Run = tuple[str, dict[str, float], dict[str, float]]  # label, the run's per-task pass@1, its student's
 
 
+def run_identity(name: str, run: dict[str, Any], final: dict[str, Any]) -> str:
+    """The same run seen in two files: its name, the build it started from and its final evaluation's numbers (for
+    results without fingerprints, the per-task pass@1 of 256 tasks tells runs apart)."""
+    return json.dumps([name, run.get("student_model"), final.get("model"), final["per_task"]], sort_keys=True)
+
+
 def runs_of(paths: list[str], arm: str) -> list[Run]:
-    """The evaluated runs of `arm` in each results file, with the per-task pass@1 of that file's student."""
-    out = []
-    for path in paths:
+    """The evaluated runs of `arm` in the results files, each once, with the per-task pass@1 of its own student."""
+    out, seen = [], {}
+    for path in dict.fromkeys(str(Path(p).resolve()) for p in paths):
         results = json.loads(Path(path).read_text())
         heldout = results.get("heldout", {})
         if "student" not in heldout:
             raise SystemExit(f"{path}: no student evaluation to compare its runs with")
         for name, run in sorted(results.get("runs", {}).items()):
-            if run.get("arm") == arm and run.get("final") in heldout:
-                out.append((f"{name} of {path}", heldout[run["final"]]["per_task"], heldout["student"]["per_task"]))
+            if run.get("arm") != arm or run.get("final") not in heldout:
+                continue
+            key = run_identity(name, run, heldout[run["final"]])
+            if key in seen:
+                print(f"{name} of {path}: the same run as in {seen[key]}, counted once")
+                continue
+            seen[key] = path
+            try:
+                start = start_of(results, name)
+            except ValueError as error:
+                raise SystemExit(f"{path}: {error}") from None
+            out.append((f"{name} of {path}", heldout[run["final"]]["per_task"], heldout[start]["per_task"]))
     if not out:
         raise SystemExit(f"no evaluated {arm} run in {', '.join(paths)}")
     return out

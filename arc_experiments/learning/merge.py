@@ -33,8 +33,9 @@ def merge_results(parts: Sequence[dict[str, Any]]) -> dict[str, Any]:
                     value = {**value, "student": value.get("student") or part_student}
                 if name not in merged[key]:
                     merged[key][name] = value
-                elif key == "heldout" and name == "student" and value.get("per_task") != merged[key][name].get(
-                        "per_task"):  # a student rebuilt for this part's RL runs: both evaluations count
+                elif key == "heldout" and name == "student" and (
+                        value.get("per_task") != merged[key][name].get("per_task")
+                        or value.get("model") != merged[key][name].get("model")):  # rebuilt here: both count
                     rebuilt = f"student@{len(merged['student_evals']) + 1}"
                     merged[key][rebuilt] = value
                     merged["student_evals"].append(rebuilt)
@@ -49,6 +50,8 @@ def merge_results(parts: Sequence[dict[str, Any]]) -> dict[str, Any]:
                     kept = merged[key][name]
                     merged[key][name] = {**kept, "final": kept.get("final") or value.get("final"),
                                          "student": kept.get("student") or value.get("student"),
+                                         **({"student_model": start} if (start := kept.get("student_model")
+                                                                         or value.get("student_model")) else {}),
                                          "checkpoints": {**value.get("checkpoints", {}), **kept.get("checkpoints", {})}}
         for name, seconds in (part.get("stage_seconds") or {}).items():
             if name in merged["stage_seconds"]:

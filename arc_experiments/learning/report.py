@@ -49,9 +49,19 @@ def student_evals(results: dict[str, Any]) -> list[str]:
 
 
 def start_of(results: dict[str, Any], run: str) -> str:
-    """The student evaluation a run started from: the one of the machine that ran it (merge_results records it),
-    else the student."""
-    return results.get("runs", {}).get(run, {}).get("student") or student_evals(results)[0]
+    """The student evaluation a run started from: the one that scored the very build the run recorded
+    (`student_model`, the fingerprint of `arc_trl.model_identity`); for results without fingerprints, the one of the
+    machine that ran it (merge_results records it), else the student. ValueError when the run's build was evaluated
+    nowhere: pairing it with another build's evaluation would be the wrong baseline."""
+    entry = results.get("runs", {}).get(run, {})
+    wanted = entry.get("student_model")
+    if wanted:
+        matches = [n for n in student_evals(results) if results["heldout"].get(n, {}).get("model") == wanted]
+        if not matches:
+            raise ValueError(f"run {run}: the student build it started from ({wanted}) has no held-out evaluation in "
+                             f"these results (student evaluations: {student_evals(results)})")
+        return matches[0]
+    return entry.get("student") or student_evals(results)[0]
 
 
 def _per_task(results: dict[str, Any], name: str | None) -> dict[str, float] | None:

@@ -12,6 +12,8 @@ from functools import lru_cache
 from pathlib import Path
 from typing import Any
 
+from arc_trl.model_identity import model_fingerprint
+
 from arc_experiments.learning.profile import WINDOW, Stage, opd_teacher_of, read_yaml, teachers_of
 
 
@@ -64,7 +66,8 @@ def collect_results(out: Path, stages: list[Stage], configs: Path, profile: dict
         if stage.kind == "eval":
             metrics = heldout_metrics(out / "eval" / info["eval"], config["reward_mode"], config["agent_mode"],
                                       n_predictions)
-            heldout[info["eval"]] = {**metrics, "privileged": info["privileged"]}
+            model = stage.command[stage.command.index("--model") + 1]  # scored on this machine, just now
+            heldout[info["eval"]] = {**metrics, "privileged": info["privileged"], "model": model_fingerprint(model)}
             if "run" in info:
                 run = runs[info["run"]]
                 if info["step"] == run["steps"]:
@@ -73,6 +76,9 @@ def collect_results(out: Path, stages: list[Stage], configs: Path, profile: dict
                     run["checkpoints"][str(info["step"])] = info["eval"]
         elif stage.kind == "rl":
             training[info["run"]] = training_metrics(out / info["run"])
+            config_file = out / info["run"] / "arc_trl_config.json"  # written by the run: travels with its folder
+            start = json.loads(config_file.read_text()).get("start_model_fingerprint") if config_file.exists() else None
+            runs[info["run"]]["student_model"] = start
     for teacher in teachers_of(configs, profile).values():
         entry = {"config": str(teacher.config), "base": teacher.base, "privileged": teacher.privileged,
                  "eval": teacher.name, "teacher_kl": None, "teacher_kl_source": None}
