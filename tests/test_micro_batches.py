@@ -90,38 +90,66 @@ def _step_loss_and_grad(trainer, micro_batches, loss_fn):
     return total, grad
 
 
-@pytest.mark.parametrize("loss_type", ["dapo", "grpo"])
-@pytest.mark.parametrize("teacher", [False, True], ids=["grpo", "teacher"])
-def test_grouped_trimmed_micro_batches_give_trls_step_loss_and_gradients(tiny_model_dir, tmp_path, loss_type,
-                                                                         teacher):
+def _interleaved_split(batch: dict) -> list[dict]:
+    """TRL's split (`split_tensor_dict`) of the batch's rows put in the order longest, shortest, 2nd, 3rd: its two
+    micro-batches each pair a long row with a short one, so grouping by length changes which rows share one (TRL's
+    shuffle of this 4-row batch happened to put the same rows together as the grouping, which then tested nothing)."""
+    from trl.trainer.utils import split_tensor_dict
+
+    lengths = _lengths(batch)
+    assert len(set(lengths)) == 4, lengths  # distinct, so the grouping is unambiguous
+    by_length = sorted(range(4), key=lambda i: -lengths[i])
+    order = torch.tensor([by_length[0], by_length[3], by_length[1], by_length[2]])
+    rows = {k: (v[order] if isinstance(v, torch.Tensor) and v.ndim and v.size(0) == 4 else v) for k, v in batch.items()}
+    return split_tensor_dict(rows, 2)
+
+
+def _lengths(batch: dict) -> list[int]:
+    return (batch["prompt_mask"].sum(1) + batch["completion_mask"].sum(1)).tolist()
+
+
+def _grouped_and_trl_step(tiny_model_dir, tmp_path, loss_type, teacher):
+    """(TRL's loss and gradient over its interleaved split, ours over the regrouped and trimmed split)."""
     from trl import GRPOTrainer
-    from trl.trainer.utils import shuffle_sequence_dict, split_tensor_dict
 
     trainer = scripted_vllm_trainer(tiny_model_dir, tmp_path, "sequence_mask", teacher, texts=[LONG, WRONG, SUBMIT],
                                     per_device_train_batch_size=2, gradient_accumulation_steps=2, loss_type=loss_type)
     try:
         trainer.current_gradient_accumulation_steps = 2
-        rows = [trainer.train_dataset[i] for i in (0, 0, 1, 1)]
-        batch = trainer._generate_and_score_completions(rows)
-        torch.manual_seed(3)
-        trl_split = split_tensor_dict(shuffle_sequence_dict(batch), 2)  # TRL's _prepare_inputs
+        batch = trainer._generate_and_score_completions([trainer.train_dataset[i] for i in (0, 0, 1, 1)])
+        trl_split = _interleaved_split(batch)
         grouped = group_by_length(trl_split)
-        def tokens(batches):
-            return sum(b["prompt_ids"].numel() + b["completion_ids"].numel() for b in batches)
-
-        assert tokens(trim_padding(b) for b in grouped) < tokens([batch])  # the test trims something
+        before = [sorted(_lengths(b)) for b in trl_split]
+        after = [sorted(_lengths(b)) for b in grouped]
+        assert sorted(map(tuple, before)) != sorted(map(tuple, after)), (before, after)  # membership changed
+        assert after[0][0] >= after[1][1]  # longest rows first
 
         def trls(model, inputs):  # TRL's compute_loss, untrimmed
             return GRPOTrainer.compute_loss(trainer, model, inputs)
 
-        loss_trl, grad_trl = _step_loss_and_grad(trainer, trl_split, trls)
-        loss, grad = _step_loss_and_grad(trainer, grouped, trainer.compute_loss)
-        assert loss == pytest.approx(loss_trl, rel=1e-5, abs=1e-6)
-        torch.testing.assert_close(grad, grad_trl, rtol=1e-5, atol=1e-6)
-        assert grad.norm() > 1e-4
+        return _step_loss_and_grad(trainer, trl_split, trls), _step_loss_and_grad(trainer, grouped, trainer.compute_loss)
     finally:
         trainer.use_vllm = False
         trainer.close()
+
+
+@pytest.mark.parametrize("loss_type", ["dapo", "grpo"])
+@pytest.mark.parametrize("teacher", [False, True], ids=["grpo", "teacher"])
+def test_grouped_trimmed_micro_batches_give_trls_step_loss_and_gradients(tiny_model_dir, tmp_path, loss_type,
+                                                                         teacher):
+    """dapo normalises by the whole generation batch's tokens, grpo per row: regrouping only reorders float32 sums
+    (relative rounding ~1e-7 per add over a few thousand tokens), so 1e-5 holds."""
+    (loss_trl, grad_trl), (loss, grad) = _grouped_and_trl_step(tiny_model_dir, tmp_path, loss_type, teacher)
+    assert loss == pytest.approx(loss_trl, rel=1e-5, abs=1e-6)
+    torch.testing.assert_close(grad, grad_trl, rtol=1e-5, atol=1e-6)
+    assert grad.norm() > 1e-4
+
+
+def test_regrouping_would_change_bnpos_loss_which_is_why_it_is_refused(tiny_model_dir, tmp_path):
+    """bnpo normalises each micro-batch by its own tokens: moving rows between micro-batches changes the step's loss
+    (not a rounding effect: the two differ far beyond float32's 1e-5), so `grouping_keeps_loss` refuses it."""
+    (loss_trl, _), (loss, _) = _grouped_and_trl_step(tiny_model_dir, tmp_path, "bnpo", teacher=False)
+    assert abs(loss - loss_trl) > 1e-3 * max(1.0, abs(loss_trl)), (loss, loss_trl)
 
 
 def test_training_step_regroups_trls_split_and_logs_the_same_loss(tiny_model_dir, tmp_path):
