@@ -5,7 +5,7 @@ export VLLM_CPU_KVCACHE_SPACE ?= 1
 export TOKENIZERS_PARALLELISM ?= false
 export WANDB_MODE ?= offline
 
-.PHONY: setup demo demo-learning test lint
+.PHONY: setup demo demo-learning test test-fast lint
 
 setup:
 	@bash scripts/setup_env.sh
@@ -25,10 +25,15 @@ demo: setup
 
 # The CPU learning demonstration of docs/learning.md (~14 min): SFT -> measure -> GRPO + OPD (and GRPO alone) -> measure.
 demo-learning: setup
-	$(PY) scripts/demo_learning.py --fresh --ablation
+	$(PY) -m arc_experiments.learning --fresh --ablation
 
+# The whole suite (CI's command): unit tests, then the integration tests that train, sample and serve on CPU.
 test: setup
 	$(PY) -m pytest -q tests
 
+# The edit loop: the unit tests alone (tests/unit, ~1.5 min on 2 cores).
+test-fast: setup
+	$(PY) -m pytest -q tests/unit
+
 lint: setup
-	$(VENV)/bin/ruff check arc_trl scripts tests benchmarks
+	$(VENV)/bin/ruff check arc_trl arc_experiments scripts tests benchmarks

@@ -1,4 +1,4 @@
-"""One process of `tests/test_multiprocess_generation.py` (run under torchrun, gloo backend, CPU).
+"""One process of `tests/integration/test_multiprocess_generation.py` (run under torchrun, gloo backend, CPU).
 
 Drives TRL's real `GRPOTrainer._generate_single_turn` -> `VLLMGeneration.generate` server branch (gather, main-process
 call, broadcast, per-process slice) through `arc_trl.rollout.TrainerGenerator`, with a recording stand-in for

@@ -2,7 +2,7 @@
 
 The real `ArcRollout` drives `trainer._generate_single_turn`, replaced by a script returning vLLM-shaped output
 (token ids and per-token log-probs: the model's own, perturbed, one missing per row), with `use_vllm` switched on
-after construction (as in tests/test_trainer_masks.py). Used by test_defer_old_logps.py and test_micro_batches.py.
+after construction (as in tests/integration/test_trainer_masks.py). Used by test_defer_old_logps.py and test_micro_batches.py.
 """
 
 from __future__ import annotations

@@ -17,7 +17,7 @@ from arc_trl.launch.launch_config import GpuSplit, gpu_split, launch_value, need
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 TRAIN_SCRIPT = REPO_ROOT / "scripts" / "train.py"
-# GRPOConfig defaults the plan depends on (kept in sync by tests/test_condor.py).
+# GRPOConfig defaults the plan depends on (kept in sync by tests/unit/launch/test_condor.py).
 DEFAULT_VLLM_SERVER_PORT = 8000
 LOCAL_HOSTS = {"localhost", "127.0.0.1", "0.0.0.0", "::1", ""}
 HEALTH_PATH = "/health"  # vLLM's OpenAI server (what `trl vllm-serve` runs since TRL 1.x, and what VLLMClient polls)

@@ -4,7 +4,7 @@ colocated vLLM engine beside the first.
 
 Real (tiny, CPU) GRPO runs through `train_entry.main`; the collapse itself is scripted (the detector labels one
 chosen step `collapse`), since the point is the state after the rollback, not the provocation
-(tests/test_collapse_run.py provokes a real collapse). A probe callback, last in the list (after the guard has
+(tests/integration/test_collapse_run.py provokes a real collapse). A probe callback, last in the list (after the guard has
 rescaled the learning rate), records the trainer's state at the beginning of each `train()` call.
 """
 
@@ -21,7 +21,7 @@ import arc_trl.trainer
 from arc_trl.collapse.detector import COLLAPSE, CollapseDetector, Firing, Verdict
 from arc_trl.train_entry import main
 
-CONFIG = str(Path(__file__).resolve().parents[1] / "configs" / "tiny-cpu.yaml")
+CONFIG = str(Path(__file__).resolve().parents[2] / "configs" / "tiny-cpu.yaml")
 BASE_LR, SCALE = 1e-3, 0.25
 
 

@@ -21,7 +21,7 @@ import pytest
 
 from arc_trl.train_entry import main
 
-CONFIG = str(Path(__file__).resolve().parents[1] / "configs" / "tiny-cpu.yaml")
+CONFIG = str(Path(__file__).resolve().parents[2] / "configs" / "tiny-cpu.yaml")
 
 
 @pytest.mark.slow

@@ -9,7 +9,7 @@ import pytest
 
 from arc_trl.eval.callback import EVAL_PREFIX, ArcEvalCallback, process_rounds, summarise
 
-CONFIG = str(Path(__file__).resolve().parents[1] / "configs" / "tiny-cpu.yaml")
+CONFIG = str(Path(__file__).resolve().parents[2] / "configs" / "tiny-cpu.yaml")
 FRACTIONS = ("valid_outputs", "submit_rate", "code_found_rate", "truncated_rate")
 
 

@@ -10,7 +10,7 @@ from pathlib import Path
 
 from multiprocess_generation_worker import CASES
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 
 
 def test_each_process_gets_the_completion_of_its_own_context(tmp_path):

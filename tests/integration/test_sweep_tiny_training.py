@@ -10,7 +10,7 @@ import yaml
 
 from arc_trl.launch.launchers import run_sweep
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 
 
 def test_two_run_sweep_of_the_tiny_cpu_config_runs_and_a_rerun_skips_both(tiny_model_dir, tmp_path):

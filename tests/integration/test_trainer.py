@@ -11,7 +11,7 @@ import torch
 
 from arc_trl.train_entry import main
 
-CONFIG = str(Path(__file__).resolve().parents[1] / "configs" / "tiny-cpu.yaml")
+CONFIG = str(Path(__file__).resolve().parents[2] / "configs" / "tiny-cpu.yaml")
 
 
 def _argv(model_dir, out, *extra):

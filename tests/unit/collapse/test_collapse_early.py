@@ -14,7 +14,7 @@ import pytest
 
 from arc_trl.collapse.detector import COLLAPSE, OK, WARN, CollapseDetector, DetectorSettings
 
-DOCS = Path(__file__).resolve().parents[1] / "docs"
+DOCS = Path(__file__).resolve().parents[3] / "docs"
 
 
 def _healthy_gpu(rng: random.Random, episodes: int = 64) -> dict[str, float]:
@@ -160,7 +160,7 @@ def _replay(path: Path) -> list[dict[str, float]]:
 @pytest.mark.parametrize("settings", [DetectorSettings(), DetectorSettings(baseline_steps=4, window=4)],
                          ids=["defaults", "learning-test"])
 def test_the_healthy_learning_run_stays_ok(settings):
-    """The 16-step CPU learning test (tests/test_learning.py), replayed from its guard log."""
+    """The 16-step CPU learning test (tests/integration/test_learning.py), replayed from its guard log."""
     labels = _labels(_replay(DOCS / "collapse_logs" / "learning_test_healthy.jsonl"), settings)
     assert len(labels) == 16 and set(labels) == {OK}, labels
 

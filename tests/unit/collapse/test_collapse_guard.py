@@ -1,6 +1,6 @@
 """Collapse guard units: repetition signals on token lists, the detector on synthetic metric series, config keys,
-checkpoint rotation and the learning-rate rescale (the end-to-end runs are in tests/test_collapse_run.py and
-tests/test_learning.py)."""
+checkpoint rotation and the learning-rate rescale (the end-to-end runs are in tests/integration/test_collapse_run.py and
+tests/integration/test_learning.py)."""
 
 from __future__ import annotations
 

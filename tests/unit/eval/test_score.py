@@ -15,7 +15,7 @@ from arc_trl.data.augment import Augmentation
 from arc_trl.data.task import ArcTask
 from arc_trl.eval.score import PER_ATTEMPT_KEYS, main
 
-REPO = Path(__file__).resolve().parent.parent
+REPO = Path(__file__).resolve().parents[3]
 EVALUATE = [sys.executable, str(REPO / "scripts" / "evaluate.py")]
 
 # task A: mirror left-right, one test input. task B: add 1, two test inputs.

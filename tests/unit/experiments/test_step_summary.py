@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[3]
 spec = importlib.util.spec_from_file_location("step_summary", ROOT / "benchmarks" / "step_summary.py")
 step_summary = importlib.util.module_from_spec(spec)
 spec.loader.exec_module(step_summary)

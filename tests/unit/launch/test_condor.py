@@ -27,7 +27,7 @@ from arc_trl.launch.server_runner import run_plan
 from arc_trl.launch.single_jobs import main as submit_main
 from arc_trl.launch.sweep import SweepError
 
-REPO = Path(__file__).resolve().parents[1]
+REPO = Path(__file__).resolve().parents[3]
 
 FOUR_GPU = {
     "model_name_or_path": "Qwen/Qwen3-8B",

@@ -397,13 +397,13 @@ def test_table_lists_varied_values_and_status(tmp_path):
     ]
 
 
-EXAMPLES = sorted((Path(__file__).resolve().parents[1] / "configs" / "sweeps").glob("*.yaml"))
+EXAMPLES = sorted((Path(__file__).resolve().parents[3] / "configs" / "sweeps").glob("*.yaml"))
 
 
 @pytest.mark.parametrize("path", EXAMPLES, ids=[p.name for p in EXAMPLES])
 def test_example_sweep_files_expand(path, tmp_path):
     data = yaml.safe_load(path.read_text())
-    base = Path(__file__).resolve().parents[1] / data["base_config"]
+    base = Path(__file__).resolve().parents[3] / data["base_config"]
     if not base.is_file():
         pytest.skip(f"base config {data['base_config']} not written yet")
     spec = load_sweep(path, sweep_dir=tmp_path)
@@ -417,7 +417,7 @@ def test_sigterm_stops_the_sweep_and_its_running_training(tmp_path):
                        f"pathlib.Path({str(tmp_path / 'pid')!r}).write_text(str(os.getpid()))\n"
                        "time.sleep(60)\n")
     sweep = write_sweep(tmp_path, TWO_RUNS)
-    script = Path(__file__).resolve().parents[1] / "scripts" / "sweep.py"
+    script = Path(__file__).resolve().parents[3] / "scripts" / "sweep.py"
     process = subprocess.Popen(
         [sys.executable, str(script), str(sweep), "--no-check-keys", "--sweep-dir", str(tmp_path / "runs"),
          "--command", f"{sys.executable} {sleeper}"],

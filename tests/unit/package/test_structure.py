@@ -14,7 +14,7 @@ import ast
 from collections import deque
 from pathlib import Path
 
-PACKAGE = Path(__file__).resolve().parent.parent / "arc_trl"
+PACKAGE = Path(__file__).resolve().parents[3] / "arc_trl"
 MAX_LINES = 500
 BARE_NAME_PACKAGES = ("arc_trl.sandbox.child",)  # their modules import each other as top-level names
 
@@ -170,3 +170,14 @@ def test_lower_layers_import_nothing_above_them_even_inside_functions():
                            else [node.module or ""] if isinstance(node, ast.ImportFrom) else [])
                 bad += [f"{name} line {node.lineno}: {t}" for t in targets if t.startswith(above)]
     assert not bad, "upward imports:\n  " + "\n  ".join(bad)
+
+
+CEILINGS = {"scripts": MAX_LINES, "benchmarks": MAX_LINES, "arc_experiments": 400}  # folder -> most lines per file
+
+
+def test_no_script_benchmark_or_experiment_file_is_over_its_ceiling():
+    root = PACKAGE.parent
+    over = [f"  {n:5d}  {path.relative_to(root)} (ceiling {limit})"
+            for folder, limit in CEILINGS.items() for path in sorted((root / folder).rglob("*"))
+            if path.suffix in (".py", ".sh") and (n := len(path.read_text().splitlines())) > limit]
+    assert not over, "files over their ceiling (split them along a real seam):\n" + "\n".join(over)

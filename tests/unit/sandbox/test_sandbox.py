@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import json
 import os
+from pathlib import Path
 import signal
 import subprocess
 import sys
@@ -544,7 +545,7 @@ def test_no_leak_when_the_trainer_is_killed(tmp_path):
         time.sleep(60)
     """)
     proc = subprocess.Popen([sys.executable, "-c", script], stdout=subprocess.PIPE, text=True,
-                            cwd=os.path.dirname(os.path.dirname(__file__)))
+                            cwd=str(Path(__file__).resolve().parents[3]))
     zygote, child = map(int, proc.stdout.readline().split())
     assert _alive(zygote) and _alive(child)
     proc.send_signal(signal.SIGKILL)  # no atexit, no finally: the zygote must notice on its own

@@ -14,7 +14,7 @@ import torch
 from arc_trl import unsloth_support as us
 from arc_trl.train_entry import main
 
-CONFIG = str(Path(__file__).resolve().parents[1] / "configs" / "tiny-cpu.yaml")
+CONFIG = str(Path(__file__).resolve().parents[3] / "configs" / "tiny-cpu.yaml")
 GOOD = {"unsloth": "2026.10.7", "unsloth_zoo": "2026.10.7", "trl": "1.15.0", "transformers": "5.17.0",
         "datasets": "4.8.5"}
 
