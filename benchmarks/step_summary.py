@@ -1,7 +1,7 @@
-"""docs/gpu_step_summary.json from `benchmarks/profile_step.py` outputs: per step shape, the run after a change and
+"""results/gpu_step_summary.json from `benchmarks/profile_step.py` outputs: per step shape, the run after a change and
 the baseline run before it, measured on one GPU machine one right after the other (issue 25).
 
-    python benchmarks/step_summary.py --date 2026-11-24 --out docs/gpu_step_summary.json \\
+    python benchmarks/step_summary.py --date 2026-11-24 --out results/gpu_step_summary.json \\
         --shape qwen3_0.6b_learning BASELINE.json AFTER.json --shape qwen3_8b_recipe BASELINE.json AFTER.json
     (`--not-measured NAME=WHY` records a shape that has no before/after run yet.)
 

@@ -1,8 +1,8 @@
 """Compare the RL arms of several learning experiments' results, each run against the student it started from.
 
-    python scripts/compare_arms.py --arm grpo-opd docs/gpu_learning/results-machine*.json \
-        --control grpo-only docs/gpu_learning/results-machine*.json \
-        docs/gpu_learning/teacher-1epoch/results-machine*.json
+    python scripts/compare_arms.py --arm grpo-opd results/gpu_learning/results-machine*.json \
+        --control grpo-only results/gpu_learning/results-machine*.json \
+        results/gpu_learning/teacher-1epoch/results-machine*.json
 
 A run is an RL run of a results.json (one machine's, or several merged) with a final held-out evaluation; its start
 is the evaluation of the student build it recorded (`report.start_of`). A run found in several files (overlapping

@@ -8,7 +8,7 @@ evaluations, and `teachers` describes the teachers built (privileged or not, tea
 - `summary(results)`: held-out pass@1 of the student, each arm (seeds pooled per task) and the OPD teacher; the paired
   bootstrap CIs (arc_trl/eval/bootstrap.py) of GRPO+OPD - student and GRPO+OPD - GRPO only; the teacher comparison;
   the pass@1-over-steps curves with their CI bands; the acceptance checks of the experiment. `write_summary` writes
-  it (docs/gpu_learning_summary.json for the GPU profile).
+  it (results/gpu_learning_summary.json for the GPU profile).
 - `ci_block(summary)`: the markdown of the docs block's statistics; `plot_curves`: the pass@1-over-steps figure.
 
 All pass rates are fractions (0.25 = 25%).

@@ -1,8 +1,8 @@
 """Issue 24, item 1: early and sudden collapses are labelled within 2 logged steps of their onset with the default
 settings, the baseline never absorbs a collapse, the slow collapse is still caught and healthy runs stay ok.
 
-Metric rows are synthetic (shaped on the GPU run of the issue) or replayed from real logs (docs/collapse_logs/,
-docs/gpu_learning_results.json)."""
+Metric rows are synthetic (shaped on the GPU run of the issue) or replayed from real logs (results/collapse_logs/,
+results/gpu_learning_results.json)."""
 
 from __future__ import annotations
 
@@ -14,11 +14,11 @@ import pytest
 
 from arc_trl.collapse.detector import COLLAPSE, OK, WARN, CollapseDetector, DetectorSettings
 
-DOCS = Path(__file__).resolve().parents[3] / "docs"
+RESULTS = Path(__file__).resolve().parents[3] / "results"
 
 
 def _healthy_gpu(rng: random.Random, episodes: int = 64) -> dict[str, float]:
-    """A healthy step of configs/gpu/learning/grpo-opd.yaml's GRPO-only run (docs/gpu_learning_results.json means),
+    """A healthy step of configs/gpu/learning/grpo-opd.yaml's GRPO-only run (results/gpu_learning_results.json means),
     with the binomial noise of `episodes` episodes per step."""
 
     def rate(p: float) -> float:
@@ -161,15 +161,15 @@ def _replay(path: Path) -> list[dict[str, float]]:
                          ids=["defaults", "learning-test"])
 def test_the_healthy_learning_run_stays_ok(settings):
     """The 16-step CPU learning test (tests/integration/test_learning.py), replayed from its guard log."""
-    labels = _labels(_replay(DOCS / "collapse_logs" / "learning_test_healthy.jsonl"), settings)
+    labels = _labels(_replay(RESULTS / "collapse_logs" / "learning_test_healthy.jsonl"), settings)
     assert len(labels) == 16 and set(labels) == {OK}, labels
 
 
 @pytest.mark.parametrize("run", ["grpo-opd", "grpo-only"])
 def test_the_healthy_gpu_runs_stay_ok(run):
-    """The two 40-step H100 runs of docs/gpu_learning_results.json: their per-step reward and valid-prediction rate,
+    """The two 40-step H100 runs of results/gpu_learning_results.json: their per-step reward and valid-prediction rate,
     the run means for the other signals."""
-    training = json.loads((DOCS / "gpu_learning_results.json").read_text())["training"][run]
+    training = json.loads((RESULTS / "gpu_learning_results.json").read_text())["training"][run]
     means = training["means"]
     keys = ("entropy", "episode/truncated_rate", "episode/code_parsed_rate", "episode/repeat_frac",
             "episode/repeat_run", "episode/model_tokens", "episode/submit_rate")

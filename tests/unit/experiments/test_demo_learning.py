@@ -64,7 +64,7 @@ def test_gpu_profile_reaches_the_stage_commands(tmp_path):
     # issue 26: >= 256 held-out tasks x 4 attempts, >= 2 training seeds, GRPO + OPD against GRPO alone
     assert profile["heldout_tasks"] >= 256 and profile["n_predictions"] >= 4 and len(profile["seeds"]) >= 2
     assert {"grpo-opd-s0", "grpo-opd-s1", "grpo-only-s0", "grpo-only-s1", "eval-teacher-privileged"} <= set(stages)
-    assert profile["summary_file"] == "docs/gpu_learning_summary.json"
+    assert profile["summary_file"] == "results/gpu_learning_summary.json"
 
 
 def test_unknown_profile_key_is_named(tmp_path):

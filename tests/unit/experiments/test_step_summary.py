@@ -1,4 +1,4 @@
-"""benchmarks/step_summary.py: the figures of docs/gpu_step_summary.json from profile_step.py outputs."""
+"""benchmarks/step_summary.py: the figures of results/gpu_step_summary.json from profile_step.py outputs."""
 
 from __future__ import annotations
 
