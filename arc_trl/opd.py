@@ -1,6 +1,6 @@
 """On-policy distillation (OPD): the per-token teacher term, as pure tensor functions.
 
-Default ("advantage") formulation, as in the seeds' prime-rl fork::
+Default ("advantage") formulation, as in the prime-rl ARC fork::
 
     A_t = adv_tau * A_grpo + teacher_tau * clip(logp_teacher_t - logp_student_t)      (teacher part detached)
 

@@ -6,7 +6,7 @@ after TRL, so `ArcGRPOTrainer` keeps subclassing TRL's own `GRPOTrainer` (unslot
 would replace the loss that our hooks feed: env_mask/tool_mask, per-token teacher advantages). Generation goes
 through TRL: transformers, or colocated vLLM whose weights TRL syncs from the merged adapter. unsloth's own vLLM
 engine (`fast_inference=True`) is only driven by its own trainer, so it is not used; `trl vllm-serve` weight sync does
-not work with unsloth models (seen in the seeds' experiments), so `vllm_mode: server` is rejected.
+not work with unsloth models (seen in the TRL + unsloth research log), so `vllm_mode: server` is rejected.
 
 Every check that needs no GPU runs first (`check_unsloth_config`, then the installed versions), so a wrong config or
 a wrong install fails at start-up with the fix in the message, not deep inside model loading.

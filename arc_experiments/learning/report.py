@@ -26,7 +26,7 @@ from arc_trl.eval.bootstrap import (CONFIDENCE, N_RESAMPLES, SEED, bootstrap_ci,
 
 ARMS = ("grpo-opd", "grpo-only")
 ARM_TITLES = {"grpo-opd": "GRPO + OPD", "grpo-only": "GRPO only"}
-# the experiment's bar (issue 26): teacher >= 2x student, gain >= 5 points with a CI excluding 0, 256 tasks x 4, 2 seeds
+# the experiment's bar: teacher >= 2x student, gain >= 5 points with a CI excluding 0, 256 tasks x 4, 2 seeds
 MIN_TEACHER_RATIO, MIN_GAIN, MIN_TASKS, MIN_ATTEMPTS, MIN_SEEDS = 2.0, 0.05, 256, 4, 2
 REQUIRED_KEYS = ("heldout_tasks", "attempts_per_task", "seeds", "student_pass1", "grpo_opd_pass1", "grpo_only_pass1",
                  "teacher_pass1", "grpo_opd_minus_student_ci95", "grpo_opd_minus_grpo_only_ci95", "steps", "device",
@@ -195,7 +195,7 @@ def _legacy_teachers(results: dict[str, Any]) -> dict[str, Any]:
 
 
 def checks(s: dict[str, Any]) -> dict[str, bool | None]:
-    """The experiment's bar (issue 26), each True / False, or None when its numbers are missing."""
+    """The experiment's bar, each True / False, or None when its numbers are missing."""
 
     def excludes_zero(ci):
         return None if ci is None else ci[0] > 0 or ci[1] < 0
@@ -310,7 +310,7 @@ def ci_block(s: dict[str, Any], with_checks: bool = True) -> str:
         return "\n".join(lines)
     failed = [k for k, v in s["checks"].items() if v is False]
     unknown = [k for k, v in s["checks"].items() if v is None]
-    lines += ["", "Checks (issue 26): " + ", ".join(f"{k} {'yes' if v else 'no' if v is False else '-'}"
+    lines += ["", "Checks: " + ", ".join(f"{k} {'yes' if v else 'no' if v is False else '-'}"
                                                     for k, v in s["checks"].items()) + "."]
     if failed or unknown:
         lines.append(f"Not met: {', '.join(failed) or 'none'}; not measured: {', '.join(unknown) or 'none'}.")

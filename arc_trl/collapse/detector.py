@@ -153,7 +153,7 @@ class RewardFloorRule:
         return Firing(self.name, COLLAPSE, math.inf, raw["reward_max"], mean, reason, key="reward", kind="state")
 
 
-# The seeds' collapse (research log 002): completions grow to the token cap and repeat the same text, so length,
+# The collapse of the GRPO-on-ARC research log: completions grow to the token cap and repeat the same text, so length,
 # truncation and repetition rise together while SUBMIT/valid-code rates and entropy fall. Thresholds are changes
 # against the run's own first steps; two metrics must reach collapse level together (min_signals) so that one
 # noisy metric cannot stop a run. Why each number: docs/collapse.md.

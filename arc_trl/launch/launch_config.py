@@ -8,7 +8,7 @@ GPU split of one job, assigned in this order from the GPUs the job sees (CUDA_VI
   trainer_gpus -> `accelerate launch --num_processes trainer_gpus scripts/train.py` (default 1; 0: CPU)
   teacher_gpus -> the teacher server (`vllm serve teacher_model`, when teacher_backend: server), its tensor
                   parallel size; default 1 with a teacher server, else 0
-The seeds' 4-GPU layout (vllm_gpus: 2, trainer_gpus: 1, teacher_gpus: 1) gives GPUs 0-1 / 2 / 3.
+The prime-rl ARC fork's 4-GPU layout (vllm_gpus: 2, trainer_gpus: 1, teacher_gpus: 1) gives GPUs 0-1 / 2 / 3.
 Other keys: accelerate_config (passed as --config_file), vllm_server_args / teacher_server_args (extra command-line
 arguments of the two servers, one string), server_startup_timeout (seconds to wait for the health endpoints).
 """

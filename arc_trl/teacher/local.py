@@ -97,7 +97,7 @@ class LocalTeacher:
 class BaseModelTeacher:
     """With LoRA training: the frozen base model (adapter disabled) as teacher, at no extra memory.
 
-    This is the seeds' Phase-0 "same checkpoint" teacher. It goes through the trainer's own
+    This is the prime-rl ARC fork's Phase-0 "same checkpoint" teacher. It goes through the trainer's own
     `_get_per_token_logps_and_entropies`, so DeepSpeed/FSDP wrapping and the fused LM head are handled by TRL.
     TRL's fused head divides the logits by the trainer's temperature (a closure constant); when that is not 1, a
     second fused head at temperature 1 is built on the same base model and swapped in for the teacher's forwards.

@@ -72,7 +72,7 @@ def episode_metrics(accelerator, episodes) -> dict[str, float]:
 
 
 def valid_prediction(outcome) -> bool:
-    """A grid for every test input (the seeds' "valid outputs")."""
+    """A grid for every test input (the research log's "valid outputs")."""
     predictions = outcome.test_predictions
     return bool(predictions) and all(p is not None for p in predictions)
 

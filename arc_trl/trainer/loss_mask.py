@@ -15,7 +15,7 @@ from torch import Tensor
 
 
 class EmptyLossMaskError(RuntimeError):
-    """A generation batch has no trainable token (the seeds' "empty loss mask" failure)."""
+    """A generation batch has no trainable token (the single-GPU prime-rl setup's "empty loss mask" failure)."""
 
 
 def loss_mask(output: dict[str, Any]) -> Shaped[Tensor, "batch seq"]:
