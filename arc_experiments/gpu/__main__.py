@@ -1,0 +1,71 @@
+"""`python -m arc_experiments.gpu STAGE [STAGE ...] --out DIR`: the GPU runs behind docs/benchmarks.md, docs/learning.md
+and docs/collapse.md, one stage after the other on one GPU machine, then a table of exit codes and times and the
+results packed into OUT (`--list`: the stages; `--dry-run`: the commands, nothing run)."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import time
+from pathlib import Path
+
+from arc_experiments.gpu.runner import Context
+from arc_experiments.gpu.stages import STAGES, collect, describe
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(
+        prog="python -m arc_experiments.gpu", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    parser.add_argument("stages", nargs="*", metavar="STAGE")
+    parser.add_argument("--out", type=Path, help="where results, profiles and a tarball of logs go")
+    parser.add_argument(
+        "--work", type=Path, default=Path("/tmp/arc-gpu"), help="models, runs and logs (default %(default)s)"
+    )
+    parser.add_argument("--seed", type=int, default=1, help="control / seedpair: the training seed (default 1)")
+    parser.add_argument("--only", help="pieces / teachers / seedpair: the experiment's stages (shell patterns)")
+    parser.add_argument("--steps", type=int, help="optimizer steps of the measuring runs (each stage has a default)")
+    parser.add_argument(
+        "--limit", type=int, default=570, help="seconds for a stage's main command (default %(default)s)"
+    )
+    parser.add_argument("--variants", help="profile: comma-separated variants, e.g. base,mb32,mb32_sw16_tb32_pe")
+    parser.add_argument("--with-8b", action="store_true", help="speed: also the 8B recipe, before and after")
+    parser.add_argument("--dry-run", action="store_true", help="print each stage's commands, run nothing")
+    parser.add_argument("--list", action="store_true", help="list the stages")
+    args = parser.parse_args(argv)
+    if args.list or not args.stages:
+        print("\n".join(f"{name:<11} {describe(name)}" for name in STAGES))
+        return 0
+    unknown = [s for s in args.stages if s not in STAGES]
+    if unknown:
+        parser.error(f"unknown stage(s) {unknown}; stages: {', '.join(STAGES)}")
+    if args.out is None:
+        parser.error("--out is required to run stages")
+    ctx = Context(
+        out=args.out,
+        work=args.work,
+        seed=args.seed,
+        only=args.only,
+        steps=args.steps,
+        limit=args.limit,
+        with_8b=args.with_8b,
+        dry_run=args.dry_run,
+    )
+    if args.variants:
+        ctx.variants = args.variants.split(",")
+    table = []
+    for name in args.stages:  # a failed stage is reported and the next one runs
+        started = time.time()
+        try:
+            code = STAGES[name](ctx)
+        except SystemExit as stop:  # a stage's own precondition (named in the message)
+            print(f"[gpu] {name}: {stop}", file=sys.stderr)
+            code = 2
+        table.append((name, code, time.time() - started))
+        collect(ctx, name)
+    print("\n".join(["stage        rc   seconds", *(f"{n:<11} {c:>3} {s:>9.0f}" for n, c, s in table)]))
+    return next((c for _, c, _ in table if c), 0)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,129 @@
+"""GPU stages of the learning experiment (configs/gpu/learning): all of it, or the pieces one machine can hold."""
+
+from __future__ import annotations
+
+import shutil
+import sys
+
+from arc_experiments.gpu.runner import Context, failed, first_step, run, start
+
+LONG = 3000  # seconds: stages that hold several of the experiment's steps
+
+
+def learning(ctx: Context) -> int:
+    """The whole experiment of configs/gpu/learning/profile.yaml, one stage after the other (~75-80 min on an H100;
+    split it over machines with `pieces` and merge with `arc-trl experiment --report`)."""
+    return run(ctx, "learning", max(ctx.limit, LONG), ctx.demo())
+
+
+def policy(ctx: Context) -> int:
+    """The realistic policy and its evaluations: the experiment up to eval-teacher."""
+    return run(ctx, "policy", ctx.limit, ctx.demo("--until", "eval-teacher"))
+
+
+def student(ctx: Context) -> int:
+    """The SFT student alone (the policy of every GPU measurement)."""
+    return run(ctx, "student", ctx.limit, ctx.demo("--until", "student"))
+
+
+def ensure_student(ctx: Context) -> int:
+    return 0 if ctx.has_student() and not ctx.dry_run else student(ctx)
+
+
+def control(ctx: Context) -> int:
+    """The GRPO-only arm of training seed `--seed` and its evaluations, with what it needs."""
+    s = ctx.seed
+    return run(
+        ctx, "control", max(ctx.limit, LONG), ctx.demo("--only", f"grpo-only-s{s},eval-grpo-only-s{s}*", "--with-needs")
+    )
+
+
+def teachers(ctx: Context) -> int:
+    """The privileged teacher and the student on the held-out tasks, and the teacher's teacher_kl to the student:
+    the student-teacher gap to measure before any RL run."""
+    only = ctx.only or "teacher-privileged,eval-student,eval-teacher-privileged,kl-teacher-privileged"
+    return run(ctx, "teachers", max(ctx.limit, LONG), ctx.demo("--only", only, "--with-needs"))
+
+
+def pieces(ctx: Context) -> int:
+    """Some stages of the experiment (`--only` patterns) with what they need: one machine's share."""
+    if not ctx.only:
+        raise SystemExit("pieces: name the experiment's stages with --only (shell patterns, comma-separated)")
+    return run(ctx, "pieces", max(ctx.limit, LONG), ctx.demo("--only", ctx.only, "--with-needs"))
+
+
+def seedpair(ctx: Context) -> int:
+    """Both arms of training seed `--seed` from this machine's student and privileged teacher, each held-out
+    evaluation beside the next RL run: a second vLLM at 0.25 of the GPU (a 0.6B run holds ~34 GiB)."""
+    import yaml
+
+    s, side = ctx.seed, ctx.work / "configs-side"
+    if not ctx.dry_run:
+        shutil.rmtree(side, ignore_errors=True)
+        shutil.copytree("configs/gpu/learning", side)
+        profile = yaml.safe_load((side / "profile.yaml").read_text())
+        args = profile["eval_args"]
+        for flag, value in (("--gpu-memory-utilization", "0.25"), ("--workers", "8")):
+            if flag not in args:
+                raise SystemExit(f"seedpair: {flag} is no longer in profile.yaml's eval_args; mend this stage")
+            args[args.index(flag) + 1] = value
+        (side / "profile.yaml").write_text(yaml.safe_dump(profile, sort_keys=False))
+    codes = [run(ctx, "shared", ctx.limit, ctx.demo("--only", ctx.only or "teacher-privileged", "--with-needs"))]
+
+    def beside(rl: str, evaluation: str) -> None:
+        process = start(ctx, rl, ctx.demo("--only", rl))
+        first_step(ctx.learning / "logs" / f"{rl}.log", process)
+        codes.append(run(ctx, evaluation, ctx.limit, ctx.demo("--only", evaluation, configs=side)))
+        codes.append(process.wait() if process is not None else 0)
+
+    beside(f"grpo-opd-s{s}", "eval-student")
+    beside(f"grpo-only-s{s}", f"eval-grpo-opd-s{s}")
+    codes.append(run(ctx, f"eval-grpo-only-s{s}", ctx.limit, ctx.demo("--only", f"eval-grpo-only-s{s}")))
+    return failed(*codes)
+
+
+def sweep(ctx: Context) -> int:
+    """configs/gpu/learning/sweep.yaml: GRPO + OPD from this machine's student and privileged teacher, each run scored
+    on the validation tasks in training; two runs at a time (the next starts once the one before has logged a step),
+    then ranked on the validation tasks (never the held-out ones)."""
+    codes = [
+        run(ctx, "shared", ctx.limit, ctx.demo("--only", "teacher-privileged", "--with-needs")),
+        run(
+            ctx,
+            "sweep-configs",
+            300,
+            [
+                sys.executable,
+                "scripts/sweep.py",
+                "configs/gpu/learning/sweep.yaml",
+                "--dry-run",
+                "--command",
+                f"{sys.executable} scripts/train.py",
+            ],
+        ),
+    ]
+    running = []
+    for config in sorted((ctx.learning / "sweep").glob("*/config.yaml")):
+        name = config.parent.name
+        process = start(ctx, f"sweep-{name}", [sys.executable, "scripts/train.py", "--config", str(config)])
+        first_step(ctx.work / "logs" / f"sweep-{name}.log", process)
+        running.append(process)
+        if len(running) >= 2 and running[0] is not None:
+            codes.append(running.pop(0).wait())
+    codes += [p.wait() for p in running if p is not None]
+    codes.append(
+        run(
+            ctx,
+            "sweep-choice",
+            300,
+            [
+                sys.executable,
+                "-m",
+                "arc_experiments.learning.sweep_choice",
+                str(ctx.learning / "sweep"),
+                "--out",
+                str(ctx.learning / "sweep" / "choice.json"),
+            ],
+        )
+    )
+    return failed(*codes)

@@ -1,0 +1,114 @@
+"""How a GPU stage runs its commands: each one logged to WORK/logs/NAME.log under a time limit, its exit code and last
+lines printed; with `dry_run` the commands are only printed. Nothing here knows how a machine is reached."""
+
+from __future__ import annotations
+
+import os
+import shlex
+import subprocess
+import sys
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+ENV = {
+    "PYTHONUNBUFFERED": "1",
+    "TOKENIZERS_PARALLELISM": "false",
+    "WANDB_MODE": "disabled",
+    "NCCL_NVLS_ENABLE": "0",  # NVLink multicast off (it hangs NCCL on these hosts)
+    "VLLM_USE_FLASHINFER_SAMPLER": "0",
+}  # vLLM samples with PyTorch where FlashInfer is not installed
+ROOT = Path(__file__).resolve().parents[2]  # the checkout: commands run its scripts/ with its configs/
+
+
+@dataclass
+class Context:
+    """A stage's settings (the command line's flags) and where it writes."""
+
+    out: Path  # what comes back: results, logs and profiles (`collect`)
+    work: Path = Path("/tmp/arc-gpu")  # models, runs and logs on the machine
+    seed: int = 1  # seedpair's and control's training seed
+    only: str | None = None  # the experiment's stages to run (pieces, teachers)
+    steps: int | None = None  # optimizer steps of the measuring runs (each stage has its default)
+    limit: int = 570  # seconds for a stage's main command
+    variants: list[str] = field(default_factory=lambda: ["base", "mb32", "mb64", "mb32_sw16_tb32", "mb32_sw16_tb32_pe"])
+    with_8b: bool = False  # speed: also the 8B recipe
+    dry_run: bool = False
+    commands: list[list[str]] = field(default_factory=list)  # every command run (or printed), in order
+
+    @property
+    def learning(self) -> Path:
+        return self.work / "learning"
+
+    def demo(self, *args: str, configs: str | Path = "configs/gpu/learning") -> list[str]:
+        """The learning experiment's command on this machine's folder (finished stages are kept)."""
+        return [
+            sys.executable,
+            "-m",
+            "arc_experiments.learning",
+            "--configs",
+            str(configs),
+            "--out",
+            str(self.learning),
+            "--resume",
+            "--no-docs",
+            *args,
+        ]
+
+    def has_student(self) -> bool:
+        return (self.learning / "student" / "model.safetensors").exists()
+
+
+def run(
+    ctx: Context, name: str, limit: int, command: list[str], cwd: Path | None = None, env: dict[str, str] | None = None
+) -> int:
+    """Run `command` (cwd: the checkout) with its output in WORK/logs/NAME.log; its exit code (124: over `limit`)."""
+    ctx.commands.append(command)
+    print(f"== {name}: {shlex.join(command)}", flush=True)
+    if ctx.dry_run:
+        return 0
+    logs = ctx.work / "logs"
+    logs.mkdir(parents=True, exist_ok=True)
+    started = time.time()
+    with open(logs / f"{name}.log", "w") as log:
+        try:
+            code = subprocess.run(
+                command,
+                stdout=log,
+                stderr=subprocess.STDOUT,
+                cwd=cwd or ROOT,
+                timeout=limit,
+                env={**os.environ, **ENV, **(env or {})},
+            ).returncode
+        except subprocess.TimeoutExpired:
+            code = 124
+    print(f"   rc={code} in {time.time() - started:.0f} s", flush=True)
+    for line in (logs / f"{name}.log").read_text(errors="replace").splitlines()[-4:]:
+        print("   " + line[:400])
+    return code
+
+
+def start(ctx: Context, name: str, command: list[str]) -> subprocess.Popen | None:
+    """Start `command` in the background, its output in WORK/logs/NAME.log (None in a dry run)."""
+    ctx.commands.append(command)
+    print(f"== {name} (background): {shlex.join(command)}", flush=True)
+    if ctx.dry_run:
+        return None
+    (ctx.work / "logs").mkdir(parents=True, exist_ok=True)
+    log = open(ctx.work / "logs" / f"{name}.log", "w")  # noqa: SIM115  closed with the process
+    return subprocess.Popen(command, stdout=log, stderr=subprocess.STDOUT, cwd=ROOT, env={**os.environ, **ENV})
+
+
+def first_step(log: Path, process: subprocess.Popen | None, timeout_s: float = 400) -> None:
+    """Wait until a training run has logged its first step (its vLLM is up and its memory taken), or has ended: the
+    moment a second GPU process can start beside it."""
+    deadline = time.time() + timeout_s
+    while process is not None and process.poll() is None and time.time() < deadline:
+        if log.exists() and "'reward'" in log.read_text(errors="replace"):
+            return
+        time.sleep(5)
+
+
+def failed(*codes: int) -> int:
+    """The first non-zero exit code, else 0."""
+    return next((c for c in codes if c), 0)

@@ -1,0 +1,38 @@
+#!/usr/bin/env bash
+# Run GPU stages (python -m arc_experiments.gpu) on a rented machine reached through short calls (each <= 10 min,
+# each carrying <= 64 MiB): the machine has Python 3.12 + torch 2.11; vLLM 0.26 + TRL come as the site-packages bundle
+# of shared/gpu-bundle/build.sh in parts that travel one per call. The stages outlive a call as a detached queue.
+#   call 1, 2 (carry .gpu1, .gpu2):  bash tools/gpu_box/queue.sh stash .gpu1      (then .gpu2)
+#   call 3 (carry .gpu3):            bash tools/gpu_box/queue.sh start $OUT STAGE... [-- FLAGS]   # unpack, start queue
+#   later calls:                     bash tools/gpu_box/queue.sh watch $OUT        # wait <= LIMIT s, bring back results
+# On a machine with everything installed, run the stages directly: python -m arc_experiments.gpu STAGE... --out DIR.
+set -uo pipefail
+verb=${1:?stash|start|watch}; out=${2:?folder}; shift 2
+queue=/tmp/arc-gpu/queue; mkdir -p "$queue"
+export PYTHONUNBUFFERED=1 VLLM_USE_FLASHINFER_SAMPLER=0 NCCL_NVLS_ENABLE=0
+
+if [ "$verb" = stash ]; then  # keep what this call carried: a part of the bundle
+  mkdir -p /tmp/stash && cp "$out"/part.* /tmp/stash/ && ls -la /tmp/stash; exit
+fi
+if [ ! -d /tmp/site/vllm ]; then
+  ls /tmp/stash/part.* .gpu3/part.* >/dev/null 2>&1 || { echo "no bundle parts: run the stash calls first"; exit 2; }
+  mkdir -p /tmp/site && cat /tmp/stash/part.* .gpu3/part.* | xz -d -T8 | tar -x -C /tmp/site || exit 2
+fi
+export PYTHONPATH=/tmp/site:$PWD PATH=/tmp/site/bin:$PATH
+mkdir -p "$out"
+
+if [ "$verb" = start ]; then
+  if [ -f "$queue/pid" ] && kill -0 "$(cat "$queue/pid")" 2>/dev/null; then echo "the queue is running already"
+  else
+    setsid nohup nvidia-smi --query-gpu=timestamp,memory.used,utilization.gpu --format=csv -lms 1000 \
+      > "$queue/gpu_memory.csv" 2>&1 < /dev/null &
+    setsid nohup python3 -m arc_experiments.gpu "$@" --out "$queue/out" > "$queue/log" 2>&1 < /dev/null &
+    echo $! > "$queue/pid"; echo "queue started: $*"
+  fi
+fi
+deadline=$((SECONDS + ${LIMIT:-560}))  # watch: until the queue ends or the call's time is nearly up
+while [ $SECONDS -lt $deadline ] && kill -0 "$(cat "$queue/pid" 2>/dev/null)" 2>/dev/null; do
+  sleep 10; tail -1 "$queue/log" | cut -c1-200
+done
+tail -30 "$queue/log"; nvidia-smi --query-gpu=memory.used,memory.total --format=csv,noheader
+cp "$queue"/out/* "$queue/gpu_memory.csv" "$out/" 2>/dev/null; cp "$queue/log" "$out/queue.log"; ls -la "$out"
