@@ -1,0 +1,96 @@
+"""The GPU stages (arc_experiments/gpu) on CPU: the registry, the dry run's commands (every script and config they
+name exists; the flags reach them), and a failed stage that does not stop the next one."""
+
+from __future__ import annotations
+
+import re
+import shlex
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from arc_experiments.gpu import stages as stages_mod
+from arc_experiments.gpu.__main__ import main
+from arc_experiments.gpu.runner import Context
+
+ROOT = Path(__file__).resolve().parents[3]
+
+
+def _dry(tmp_path, *names: str, **settings) -> Context:
+    ctx = Context(out=tmp_path / "out", work=tmp_path / "work", dry_run=True, **settings)
+    for name in names:
+        assert stages_mod.STAGES[name](ctx) == 0
+    return ctx
+
+
+def test_every_stage_has_a_description_and_list_prints_them(capsys):
+    assert main(["--list"]) == 0
+    listed = capsys.readouterr().out.splitlines()
+    assert [line.split()[0] for line in listed] == list(stages_mod.STAGES)
+    assert all(len(stages_mod.describe(name)) > 20 for name in stages_mod.STAGES)
+
+
+@pytest.mark.parametrize("name", [n for n in stages_mod.STAGES if n != "pieces"])
+def test_a_dry_run_names_only_files_that_exist(tmp_path, name):
+    ctx = _dry(tmp_path, name)
+    assert ctx.commands and not (tmp_path / "work").exists()  # printed, nothing run
+    for command in ctx.commands:
+        for arg in command:
+            for path in re.findall(r"(?:scripts|benchmarks|configs|accelerate_configs)/[\w./-]+\.(?:py|yaml|sh)", arg):
+                assert (ROOT / path).exists(), (name, path)
+
+
+def test_the_learning_stages_run_the_experiment_with_the_gpu_profile_and_the_flags(tmp_path):
+    ctx = _dry(tmp_path, "learning", "control", "seedpair", seed=3)
+    joined = [shlex.join(c) for c in ctx.commands]
+    assert all("-m arc_experiments.learning --configs" in c or "sweep" in c for c in joined)
+    assert "--configs configs/gpu/learning" in joined[0] and "--resume --no-docs" in joined[0]
+    assert any("--only 'grpo-only-s3,eval-grpo-only-s3*' --with-needs" in c for c in joined)  # control, --seed 3
+    assert any(c.endswith("--only grpo-opd-s3") for c in joined) and any("eval-grpo-only-s3" in c for c in joined)
+    with pytest.raises(SystemExit, match="--only"):
+        stages_mod.STAGES["pieces"](Context(out=tmp_path, dry_run=True))
+    assert "--only 'eval-*' --with-needs" in shlex.join(_dry(tmp_path, "pieces", only="eval-*").commands[0])
+
+
+def test_profile_variants_become_their_flags_and_unknown_ones_are_named(tmp_path):
+    ctx = _dry(tmp_path, "profile", variants=["base", "mb32_pe"])
+    last = ctx.commands[-1]
+    assert last[last.index("--per_device_train_batch_size") + 1] == "32" and "per_episode" in last
+    with pytest.raises(SystemExit, match="unknown variant part"):
+        _dry(tmp_path, "profile", variants=["mb33"])
+
+
+def test_unknown_stage_is_refused_with_the_list(capsys):
+    with pytest.raises(SystemExit):
+        main(["warp", "--out", "x"])
+    assert "unknown stage(s) ['warp']" in capsys.readouterr().err
+
+
+def test_a_failed_stage_is_reported_and_the_next_runs(tmp_path, monkeypatch, capsys):
+    from arc_experiments.gpu.runner import run
+
+    calls = []
+
+    def broken(ctx):
+        calls.append("broken")
+        return run(ctx, "broken", 30, [sys.executable, "-c", "import sys; print('boom'); sys.exit(7)"])
+
+    def fine(ctx):
+        calls.append("fine")
+        return run(ctx, "fine", 30, [sys.executable, "-c", "print('ok')"])
+
+    monkeypatch.setitem(stages_mod.STAGES, "broken", broken)
+    monkeypatch.setitem(stages_mod.STAGES, "fine", fine)
+    assert main(["broken", "fine", "--out", str(tmp_path / "out"), "--work", str(tmp_path / "work")]) == 7
+    out = capsys.readouterr().out
+    assert calls == ["broken", "fine"] and "rc=7" in out and "boom" in out
+    assert (tmp_path / "work" / "logs" / "fine.log").read_text() == "ok\n"
+    assert (tmp_path / "out" / "fine-logs.tar.gz").exists()  # collected after each stage
+
+
+def test_module_help_exits_zero():
+    result = subprocess.run([sys.executable, "-m", "arc_experiments.gpu", "--help"], cwd=ROOT, capture_output=True,
+                            text=True, timeout=120)
+    assert result.returncode == 0 and "usage:" in result.stdout
