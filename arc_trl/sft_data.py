@@ -6,8 +6,8 @@ that does not end with a correct SUBMIT is dropped (and counted), never trained 
 
 `privileged` ("program" | "solutions" | "none"): the prompt is the privileged variant of the distillation
 teacher (`render_messages(..., privileged=...)`: the reference program or the test outputs appended to the user
-message), the targets are unchanged. SFT on such rows trains a privileged teacher to use its hint (the prime-rl ARC fork's Phase 1
-self-distillation); `"none"` (default) gives the student's rows.
+message), the targets are unchanged. SFT on such rows trains a privileged teacher to use its hint (the prime-rl ARC
+fork's Phase 1 self-distillation); `"none"` (default) gives the student's rows.
 """
 
 from __future__ import annotations
