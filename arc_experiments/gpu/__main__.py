@@ -29,6 +29,7 @@ def main(argv: list[str] | None = None) -> int:
         "--limit", type=int, default=570, help="seconds for a stage's main command (default %(default)s)"
     )
     parser.add_argument("--variants", help="profile: comma-separated variants, e.g. base,mb32,mb32_sw16_tb32_pe")
+    parser.add_argument("--configs", default="configs/gpu/learning", help="the learning experiment's configs")
     parser.add_argument("--with-8b", action="store_true", help="speed: also the 8B recipe, before and after")
     parser.add_argument("--dry-run", action="store_true", help="print each stage's commands, run nothing")
     parser.add_argument("--list", action="store_true", help="list the stages")
@@ -49,6 +50,7 @@ def main(argv: list[str] | None = None) -> int:
         steps=args.steps,
         limit=args.limit,
         with_8b=args.with_8b,
+        configs=args.configs,
         dry_run=args.dry_run,
     )
     if args.variants:

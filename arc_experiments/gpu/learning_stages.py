@@ -60,7 +60,7 @@ def seedpair(ctx: Context) -> int:
     s, side = ctx.seed, ctx.work / "configs-side"
     if not ctx.dry_run:
         shutil.rmtree(side, ignore_errors=True)
-        shutil.copytree("configs/gpu/learning", side)
+        shutil.copytree(ctx.configs, side)
         profile = yaml.safe_load((side / "profile.yaml").read_text())
         args = profile["eval_args"]
         for flag, value in (("--gpu-memory-utilization", "0.25"), ("--workers", "8")):
@@ -95,7 +95,7 @@ def sweep(ctx: Context) -> int:
             [
                 sys.executable,
                 "scripts/sweep.py",
-                "configs/gpu/learning/sweep.yaml",
+                f"{ctx.configs}/sweep.yaml",
                 "--dry-run",
                 "--command",
                 f"{sys.executable} scripts/train.py",

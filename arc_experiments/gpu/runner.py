@@ -33,21 +33,23 @@ class Context:
     limit: int = 570  # seconds for a stage's main command
     variants: list[str] = field(default_factory=lambda: ["base", "mb32", "mb64", "mb32_sw16_tb32", "mb32_sw16_tb32_pe"])
     with_8b: bool = False  # speed: also the 8B recipe
+    configs: str = "configs/gpu/learning"  # the learning experiment's profile (configs/gpu/smollm2: a pretrained LM)
     dry_run: bool = False
     commands: list[list[str]] = field(default_factory=list)  # every command run (or printed), in order
 
     @property
     def learning(self) -> Path:
-        return self.work / "learning"
+        """The experiment's folder: WORK/<the configs folder's name>, as its configs' absolute paths say."""
+        return self.work / Path(self.configs).name
 
-    def demo(self, *args: str, configs: str | Path = "configs/gpu/learning") -> list[str]:
+    def demo(self, *args: str, configs: str | Path | None = None) -> list[str]:
         """The learning experiment's command on this machine's folder (finished stages are kept)."""
         return [
             sys.executable,
             "-m",
             "arc_experiments.learning",
             "--configs",
-            str(configs),
+            str(configs or self.configs),
             "--out",
             str(self.learning),
             "--resume",

