@@ -135,3 +135,13 @@ def checkpoint_steps(configs: Path, profile: dict[str, Any]) -> list[int]:
     max_steps = int(read_yaml(configs / "grpo-opd.yaml")["max_steps"])
     return list(range(every, max_steps, every)) if every > 0 else []
 
+
+def subject_of(profile: dict[str, Any]) -> str:
+    """The model the experiment trains, in words: the pretrained source, or a random-init model of a shape."""
+    source = profile["model_source"]
+    if source:
+        return f"pretrained: {' '.join(source) if isinstance(source, list) else source}"
+    args = [str(a) for a in profile["model_args"]]
+    shape = args[args.index("--shape") + 1] if "--shape" in args else "tiny"
+    return f"random-init {shape} shape (arc_trl.tiny_model)"
+

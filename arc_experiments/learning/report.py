@@ -22,7 +22,7 @@ from pathlib import Path
 from typing import Any
 
 from arc_trl.eval.bootstrap import (CONFIDENCE, N_RESAMPLES, SEED, bootstrap_ci, gain_bootstrap, paired_bootstrap,
-                                   pool_seeds)
+                                    pool_seeds, seed_task_bootstrap)
 
 ARMS = ("grpo-opd", "grpo-only")
 ARM_TITLES = {"grpo-opd": "GRPO + OPD", "grpo-only": "GRPO only"}
@@ -129,7 +129,10 @@ def summary(results: dict[str, Any], n_resamples: int = N_RESAMPLES, confidence:
             return None
         runs, starts = zip(*per_task[0])
         base_runs, base_starts = zip(*per_task[1]) if base else ((), ())
-        return gain_bootstrap(runs, starts, base_runs, base_starts, names=(arm, base or "student"), **boot)
+        names = (arm, base or "student")
+        both = seed_task_bootstrap(runs, starts, base_runs, base_starts, names=names, **boot)
+        tasks_only = gain_bootstrap(runs, starts, base_runs, base_starts, names=names, **boot)
+        return {**both, "task_only_ci": tasks_only["ci"]}
 
     students = student_evals(results)
     opd_vs_student = gains("grpo-opd")
@@ -163,7 +166,10 @@ def summary(results: dict[str, Any], n_resamples: int = N_RESAMPLES, confidence:
         "device": _device(results),
         "date": results.get("date"),
         # extras
+        "subject": results.get("subject"),
         "grpo_opd_minus_student": opd_vs_student["mean_diff"] if opd_vs_student else None,
+        "grpo_opd_minus_student_task_only_ci95": _ci(opd_vs_student, "task_only_ci"),
+        "grpo_opd_minus_grpo_only_task_only_ci95": _ci(opd_vs_only, "task_only_ci"),
         "grpo_opd_minus_grpo_only": opd_vs_only["mean_diff"] if opd_vs_only else None,
         "grpo_only_minus_student": only_vs_student["mean_diff"] if only_vs_student else None,
         "grpo_only_minus_student_ci95": _ci(only_vs_student),
@@ -179,7 +185,9 @@ def summary(results: dict[str, Any], n_resamples: int = N_RESAMPLES, confidence:
         "heldout_dataset": results.get("heldout_dataset"),
         "validation_dataset": results.get("validation_dataset"),
         "heldout_overlap": (results.get("heldout_check") or {}).get("overlap"),
-        "bootstrap": {**boot, "unit": "held-out task", "seeds": "averaged per task", "interval": "percentile"},
+        "bootstrap": {**boot, "unit": "held-out task", "seeds": "averaged per task", "interval": "percentile",
+                      "differences_with_runs": "tasks and each arm's seeds resampled (seed_task_bootstrap); "
+                                               "*_task_only_ci95: tasks alone"},
     }
     out["checks"] = checks(out)
     return out
@@ -275,7 +283,7 @@ def ci_block(s: dict[str, Any], with_checks: bool = True) -> str:
     lines = [
         f"Held-out pass@1 over {s['heldout_tasks']} tasks x {s['attempts_per_task']} attempts, {seeds} averaged per "
         f"task; {conf}% intervals: percentile bootstrap over tasks ({s['bootstrap']['n_resamples']} resamples, "
-        "paired for differences).",
+        "paired for differences; a difference involving RL runs also resamples each arm's seeds).",
         "",
         f"| held-out pass@1 | mean | {conf}% CI |",
         "|---|---|---|",

