@@ -1,4 +1,5 @@
-"""GPU checks (skipped without CUDA; CI has none). The full GPU runs are benchmarks/gpu_runs.sh (docs/benchmarks.md)."""
+"""GPU checks (skipped without CUDA; CI has none). The full GPU runs are `python -m arc_experiments.gpu STAGE --out DIR`
+(arc_experiments/gpu; `--list` names the stages)."""
 
 from __future__ import annotations
 
