@@ -5,7 +5,7 @@ from __future__ import annotations
 import shutil
 import sys
 
-from arc_experiments.gpu.runner import Context, failed, first_step, run, start
+from arc_experiments.gpu.runner import ROOT, Context, failed, first_step, run, start
 
 LONG = 3000  # seconds: stages that hold several of the experiment's steps
 
@@ -31,8 +31,8 @@ def ensure_student(ctx: Context) -> int:
 
 
 def control(ctx: Context) -> int:
-    """The GRPO-only arm of training seed `--seed` and its evaluations, with what it needs."""
-    s = ctx.seed
+    """The GRPO-only arm of training seed `--seed` (default 0) and its evaluations, with what it needs."""
+    s = 0 if ctx.seed is None else ctx.seed
     return run(
         ctx, "control", max(ctx.limit, LONG), ctx.demo("--only", f"grpo-only-s{s},eval-grpo-only-s{s}*", "--with-needs")
     )
@@ -53,14 +53,14 @@ def pieces(ctx: Context) -> int:
 
 
 def seedpair(ctx: Context) -> int:
-    """Both arms of training seed `--seed` from this machine's student and privileged teacher, each held-out
+    """Both arms of training seed `--seed` (default 1) from this machine's student and privileged teacher, each held-out
     evaluation beside the next RL run: a second vLLM at 0.25 of the GPU (a 0.6B run holds ~34 GiB)."""
     import yaml
 
-    s, side = ctx.seed, ctx.work / "configs-side"
+    s, side = 1 if ctx.seed is None else ctx.seed, ctx.work / "configs-side"
     if not ctx.dry_run:
         shutil.rmtree(side, ignore_errors=True)
-        shutil.copytree(ctx.configs, side)
+        shutil.copytree(ROOT / ctx.configs, side)  # the checkout's, wherever this runs from
         profile = yaml.safe_load((side / "profile.yaml").read_text())
         args = profile["eval_args"]
         for flag, value in (("--gpu-memory-utilization", "0.25"), ("--workers", "8")):

@@ -47,7 +47,7 @@ def mismatch(ctx: Context) -> int:
         "0",
     ]
     return failed(
-        run(ctx, "policy", ctx.limit, ctx.demo("--until", "teacher")) if not ctx.has_student() else 0,
+        run(ctx, "policy-sft", ctx.limit, ctx.demo("--until", "teacher")) if not ctx.has_student() else 0,
         train(
             ctx,
             "mismatch-lora",
@@ -223,7 +223,7 @@ def zero(ctx: Context) -> int:
                     bench,
                     *big,
                     "--out",
-                    str(ctx.out / f"bench_8b_zero3_x{n}.json"),
+                    str(ctx.out / f"bench_8b_lora_zero3_x{n}.json"),
                 ],
             )
         )

@@ -90,6 +90,12 @@ def test_a_failed_stage_is_reported_and_the_next_runs(tmp_path, monkeypatch, cap
     assert (tmp_path / "out" / "fine-logs.tar.gz").exists()  # collected after each stage
 
 
+def test_control_and_seedpair_keep_their_own_default_seeds(tmp_path):
+    joined = " ".join(shlex.join(c) for c in _dry(tmp_path, "control", "seedpair").commands)
+    assert "grpo-only-s0,eval-grpo-only-s0*" in joined  # control: seed 0
+    assert "--only grpo-opd-s1" in joined and "--only eval-grpo-only-s1" in joined  # seedpair: seed 1
+
+
 def test_module_help_exits_zero():
     result = subprocess.run([sys.executable, "-m", "arc_experiments.gpu", "--help"], cwd=ROOT, capture_output=True,
                             text=True, timeout=120)
