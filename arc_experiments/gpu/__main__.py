@@ -7,9 +7,10 @@ from __future__ import annotations
 import argparse
 import sys
 import time
+import traceback
 from pathlib import Path
 
-from arc_experiments.gpu.runner import Context
+from arc_experiments.gpu.runner import Context, gpu_memory_samples, header
 from arc_experiments.gpu.stages import STAGES, collect, describe
 
 
@@ -55,16 +56,22 @@ def main(argv: list[str] | None = None) -> int:
     )
     if args.variants:
         ctx.variants = args.variants.split(",")
+    if not ctx.dry_run:
+        print(f"== {time.strftime('%Y-%m-%d %H:%M:%S', time.gmtime())} UTC | {header()}", flush=True)
     table = []
-    for name in args.stages:  # a failed stage is reported and the next one runs
-        started = time.time()
-        try:
-            code = STAGES[name](ctx)
-        except SystemExit as stop:  # a stage's own precondition (named in the message)
-            print(f"[gpu] {name}: {stop}", file=sys.stderr)
-            code = 2
-        table.append((name, code, time.time() - started))
-        collect(ctx, name)
+    with gpu_memory_samples(ctx):
+        for name in args.stages:  # a failed stage is reported and the next one runs
+            started = time.time()
+            try:
+                code = STAGES[name](ctx)
+            except SystemExit as stop:  # a stage's own precondition (named in the message)
+                print(f"[gpu] {name}: {stop}", file=sys.stderr)
+                code = 2
+            except Exception:  # a stage's own bug: reported, and the next stage still runs
+                traceback.print_exc()
+                code = 1
+            table.append((name, code, time.time() - started))
+            collect(ctx)
     print("\n".join(["stage        rc   seconds", *(f"{n:<11} {c:>3} {s:>9.0f}" for n, c, s in table)]))
     return next((c for _, c, _ in table if c), 0)
 

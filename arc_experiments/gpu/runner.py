@@ -3,11 +3,14 @@ lines printed; with `dry_run` the commands are only printed. Nothing here knows 
 
 from __future__ import annotations
 
+import contextlib
 import os
 import shlex
+import shutil
 import subprocess
 import sys
 import time
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -114,3 +117,41 @@ def first_step(log: Path, process: subprocess.Popen | None, timeout_s: float = 4
 def failed(*codes: int) -> int:
     """The first non-zero exit code, else 0."""
     return next((c for c in codes if c), 0)
+
+
+PACKAGES = ("torch", "vllm", "trl", "transformers", "peft")
+
+
+def header() -> str:
+    """The versions that matter and the GPU: the first line of a machine's log (what the figures were measured on)."""
+    from importlib.metadata import PackageNotFoundError, version
+
+    def v(name: str) -> str:
+        try:
+            return version(name)
+        except PackageNotFoundError:
+            return "absent"
+
+    gpu = "no nvidia-smi"
+    if shutil.which("nvidia-smi"):
+        query = ["nvidia-smi", "--query-gpu=name,memory.total", "--format=csv,noheader"]
+        gpu = (subprocess.run(query, capture_output=True, text=True).stdout.splitlines() or ["?"])[0]
+    return " | ".join(f"{name} {v(name)}" for name in PACKAGES) + f" | {gpu}"
+
+
+@contextlib.contextmanager
+def gpu_memory_samples(ctx: Context) -> Iterator[None]:
+    """Sample the GPUs' memory and use once a second into WORK/logs/gpu_memory.csv while the stages run: the peaks of
+    processes the trainer does not see (vLLM, a second evaluation beside a run), which `collect` brings back."""
+    if ctx.dry_run or not shutil.which("nvidia-smi"):
+        yield
+        return
+    (ctx.work / "logs").mkdir(parents=True, exist_ok=True)
+    query = ["nvidia-smi", "--query-gpu=timestamp,memory.used,utilization.gpu", "--format=csv", "-lms", "1000"]
+    with open(ctx.work / "logs" / "gpu_memory.csv", "a") as csv:
+        sampler = subprocess.Popen(query, stdout=csv, stderr=subprocess.STDOUT)
+        try:
+            yield
+        finally:
+            sampler.terminate()
+            sampler.wait()

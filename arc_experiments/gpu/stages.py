@@ -42,35 +42,47 @@ def describe(name: str) -> str:
     return first if len(first) <= 100 else first[:99] + "…"
 
 
-_KEPT = (
-    "logs/*.log",
-    "learning/logs/*.log",
-    "learning/results.json",
-    "learning/*/trainer_state.json",
-    "learning/*/run_summary.json",
-    "learning/eval/*/metrics.json",
-    "learning/eval/*/per_attempt.jsonl",
-    "learning/sweep/*.json",
-    "learning/sweep/*/trainer_state.json",
-    "learning/sweep/*/run_summary.json",
-    "runs/*/trainer_state.json",
-    "runs/*/run_summary.json",
-    "runs/*/*.jsonl",
-)
+def _kept(experiment: str) -> tuple[str, ...]:
+    """What comes back, as patterns under WORK (`experiment`: the learning experiment's folder there)."""
+    return (
+        "logs/*.log",
+        "logs/gpu_memory.csv",
+        *(
+            f"{experiment}/{pattern}"
+            for pattern in (
+                "logs/*.log",
+                "results.json",
+                "*/trainer_state.json",
+                "*/run_summary.json",
+                "eval/*/metrics.json",
+                "eval/*/completions.jsonl",
+                "eval/*/per_attempt.jsonl",
+                "sweep/*.json",
+                "sweep/*/trainer_state.json",
+                "sweep/*/run_summary.json",
+                "sweep/*/eval_arc/*.jsonl",
+            )
+        ),
+        "runs/*/trainer_state.json",
+        "runs/*/run_summary.json",
+        "runs/*/*.jsonl",
+    )
 
 
-def collect(ctx: Context, name: str) -> list[Path]:
-    """The experiment's results.json, and one tarball of logs, trainer states, evaluation metrics and per-attempt
-    files: what comes back from a machine (few files: transports limit how many)."""
+def collect(ctx: Context) -> list[Path]:
+    """The experiment's results.json, and one tarball (OUT/logs.tar.gz, rewritten after each stage, so a machine
+    taken back mid-queue leaves the stages before) of logs, GPU memory samples, trainer states, run summaries,
+    evaluation metrics, completions and per-attempt files. With the stages' own outputs (profiles, benchmark JSONs)
+    that is a few files under OUT: some ways of reaching a machine bring back only a few."""
     if ctx.dry_run:
         return []
     ctx.out.mkdir(parents=True, exist_ok=True)
     written = []
     if (ctx.learning / "results.json").exists():
         written.append(Path(shutil.copy(ctx.learning / "results.json", ctx.out / "results.json")))
-    archive = ctx.out / f"{name}-logs.tar.gz"
+    archive = ctx.out / "logs.tar.gz"
     with tarfile.open(archive, "w:gz") as tar:
-        for pattern in _KEPT:
+        for pattern in _kept(ctx.learning.name):
             for path in sorted(ctx.work.glob(pattern)):
                 tar.add(path, arcname=str(path.relative_to(ctx.work)))
     return [*written, archive]

@@ -3,7 +3,7 @@
 # each carrying <= 64 MiB): the machine has Python 3.12 + torch 2.11; vLLM 0.26 + TRL come as the site-packages bundle
 # of shared/gpu-bundle/build.sh in parts that travel one per call. The stages outlive a call as a detached queue.
 #   call 1, 2 (carry .gpu1, .gpu2):  bash tools/gpu_box/queue.sh stash .gpu1      (then .gpu2)
-#   call 3 (carry .gpu3):            bash tools/gpu_box/queue.sh start $OUT STAGE... [-- FLAGS]   # unpack, start queue
+#   call 3 (carry .gpu3):            bash tools/gpu_box/queue.sh start $OUT STAGE... [--seed N ...] # unpack, start
 #   later calls:                     bash tools/gpu_box/queue.sh watch $OUT        # wait <= LIMIT s, bring back results
 # On a machine with everything installed, run the stages directly: python -m arc_experiments.gpu STAGE... --out DIR.
 set -uo pipefail
@@ -11,7 +11,8 @@ verb=${1:?stash|start|watch}; out=${2:?folder}; shift 2
 queue=/tmp/arc-gpu/queue; mkdir -p "$queue"
 export PYTHONUNBUFFERED=1 VLLM_USE_FLASHINFER_SAMPLER=0 NCCL_NVLS_ENABLE=0
 
-if [ "$verb" = stash ]; then  # keep what this call carried: a part of the bundle
+if [ "$verb" = stash ]; then  # keep what this call carried: a part of the bundle, or unsloth's wheels (.gpu4, .gpu5)
+  if ls "$out"/*.whl > /dev/null 2>&1; then mkdir -p /tmp/wheels && cp "$out"/* /tmp/wheels/ && ls /tmp/wheels; exit; fi
   mkdir -p /tmp/stash && cp "$out"/part.* /tmp/stash/ && ls -la /tmp/stash; exit
 fi
 if [ ! -d /tmp/site/vllm ]; then
@@ -19,13 +20,12 @@ if [ ! -d /tmp/site/vllm ]; then
   mkdir -p /tmp/site && cat /tmp/stash/part.* .gpu3/part.* | xz -d -T8 | tar -x -C /tmp/site || exit 2
 fi
 export PYTHONPATH=/tmp/site:$PWD PATH=/tmp/site/bin:$PATH
+export WHEELS=${WHEELS:-$( [ -f .gpu4/README.txt ] && echo .gpu4 || echo /tmp/wheels )}  # the unsloth stage's
 mkdir -p "$out"
 
 if [ "$verb" = start ]; then
   if [ -f "$queue/pid" ] && kill -0 "$(cat "$queue/pid")" 2>/dev/null; then echo "the queue is running already"
   else
-    setsid nohup nvidia-smi --query-gpu=timestamp,memory.used,utilization.gpu --format=csv -lms 1000 \
-      > "$queue/gpu_memory.csv" 2>&1 < /dev/null &
     setsid nohup python3 -m arc_experiments.gpu "$@" --out "$queue/out" > "$queue/log" 2>&1 < /dev/null &
     echo $! > "$queue/pid"; echo "queue started: $*"
   fi
@@ -35,4 +35,6 @@ while [ $SECONDS -lt $deadline ] && kill -0 "$(cat "$queue/pid" 2>/dev/null)" 2>
   sleep 10; tail -1 "$queue/log" | cut -c1-200
 done
 tail -30 "$queue/log"; nvidia-smi --query-gpu=memory.used,memory.total --format=csv,noheader
-cp "$queue"/out/* "$queue/gpu_memory.csv" "$out/" 2>/dev/null; cp "$queue/log" "$out/queue.log"; ls -la "$out"
+# a call brings back at most 8 files: results.json, the queue's log, and the rest of OUT in one tarball
+cp "$queue/log" "$out/queue.log"; cp "$queue/out/results.json" "$out/" 2>/dev/null
+tar -czf "$out/queue-out.tar.gz" -C "$queue" out 2>/dev/null; ls -la "$out"

@@ -7,6 +7,8 @@ import re
 import shlex
 import subprocess
 import sys
+import tarfile
+import time
 from pathlib import Path
 
 import pytest
@@ -87,7 +89,18 @@ def test_a_failed_stage_is_reported_and_the_next_runs(tmp_path, monkeypatch, cap
     out = capsys.readouterr().out
     assert calls == ["broken", "fine"] and "rc=7" in out and "boom" in out
     assert (tmp_path / "work" / "logs" / "fine.log").read_text() == "ok\n"
-    assert (tmp_path / "out" / "fine-logs.tar.gz").exists()  # collected after each stage
+    assert (tmp_path / "out" / "logs.tar.gz").exists()  # collected after each stage
+
+
+def test_a_stage_that_raises_is_reported_and_the_next_runs(tmp_path, monkeypatch, capsys):
+    def raises(ctx):
+        raise FileNotFoundError("no such config")
+
+    monkeypatch.setitem(stages_mod.STAGES, "raises", raises)
+    monkeypatch.setitem(stages_mod.STAGES, "fine", lambda ctx: 0)
+    assert main(["raises", "fine", "--out", str(tmp_path / "out"), "--work", str(tmp_path / "work")]) == 1
+    table = capsys.readouterr().out.splitlines()[-2:]
+    assert table[0].split()[:2] == ["raises", "1"] and table[1].split()[:2] == ["fine", "0"]
 
 
 def test_control_and_seedpair_keep_their_own_default_seeds(tmp_path):
@@ -96,7 +109,54 @@ def test_control_and_seedpair_keep_their_own_default_seeds(tmp_path):
     assert "--only grpo-opd-s1" in joined and "--only eval-grpo-only-s1" in joined  # seedpair: seed 1
 
 
+def test_collect_packs_results_logs_states_metrics_and_gpu_memory_into_two_files(tmp_path):
+    work = tmp_path / "work"
+    files = ["logs/control.log", "logs/gpu_memory.csv", "learning/results.json", "learning/logs/student.log",
+             "learning/student/trainer_state.json", "learning/eval/student/metrics.json",
+             "learning/eval/student/completions.jsonl", "learning/eval/student/per_attempt.jsonl",
+             "learning/sweep/tau0.1/eval_arc/step2.jsonl", "runs/collapse-early-warn/collapse_guard.jsonl"]
+    for name in [*files, "learning/student/model.safetensors", "runs/x/checkpoint-2/model.safetensors"]:
+        (work / name).parent.mkdir(parents=True, exist_ok=True)
+        (work / name).write_text("{}")
+    ctx = Context(out=tmp_path / "out", work=work)
+    written = stages_mod.collect(ctx)
+    assert sorted(p.name for p in (tmp_path / "out").iterdir()) == ["logs.tar.gz", "results.json"] == sorted(
+        p.name for p in written)
+    with tarfile.open(tmp_path / "out" / "logs.tar.gz") as tar:
+        assert sorted(tar.getnames()) == sorted(files)  # no weights
+    smollm2 = Context(out=tmp_path / "out2", work=work, configs="configs/gpu/smollm2")
+    (work / "smollm2" / "eval" / "student").mkdir(parents=True)
+    (work / "smollm2" / "eval" / "student" / "metrics.json").write_text("{}")
+    stages_mod.collect(smollm2)
+    with tarfile.open(tmp_path / "out2" / "logs.tar.gz") as tar:  # another experiment's folder
+        assert "smollm2/eval/student/metrics.json" in tar.getnames()
+
+
 def test_module_help_exits_zero():
     result = subprocess.run([sys.executable, "-m", "arc_experiments.gpu", "--help"], cwd=ROOT, capture_output=True,
                             text=True, timeout=120)
     assert result.returncode == 0 and "usage:" in result.stdout
+
+
+def test_gpu_memory_is_sampled_while_the_stages_run_and_comes_back(tmp_path, monkeypatch, capsys):
+    fake = tmp_path / "bin" / "nvidia-smi"  # prints once; with -lms it samples until it is stopped
+    fake.parent.mkdir()
+    fake.write_text('#!/bin/sh\necho "FakeGPU, 80 GiB $*"\ncase "$*" in *-lms*) while true; do sleep 0.05; done;; esac\n')
+    fake.chmod(0o755)
+    monkeypatch.setenv("PATH", f"{fake.parent}:{__import__('os').environ['PATH']}")
+    csv = tmp_path / "work" / "logs" / "gpu_memory.csv"
+
+    def waits_for_a_sample(ctx):
+        for _ in range(100):
+            if csv.exists() and csv.read_text():
+                return 0
+            time.sleep(0.05)
+        return 1
+
+    monkeypatch.setitem(stages_mod.STAGES, "fine", waits_for_a_sample)
+    assert main(["fine", "--out", str(tmp_path / "out"), "--work", str(tmp_path / "work")]) == 0
+    assert "FakeGPU" in capsys.readouterr().out.splitlines()[0]  # the header: versions and the GPU
+    samples = csv.read_text()
+    assert "memory.used" in samples and "-lms 1000" in samples
+    with tarfile.open(tmp_path / "out" / "logs.tar.gz") as tar:
+        assert "logs/gpu_memory.csv" in tar.getnames()
