@@ -1,4 +1,5 @@
-"""The shape of the `arc_trl` package: no module over 500 lines, no import cycle among its modules.
+"""The shape of the `arc_trl` package: no module over 500 lines, no import cycle among its modules (nor among
+`arc_experiments`'); scripts, benchmarks and experiments under their line ceilings.
 
 Import graph: read with `ast` (nothing is imported), one edge per import executed when a module is loaded: module
 level, including inside top-level `if` / `try` / `with` and class bodies, and under `if TYPE_CHECKING:` (a type-only
@@ -14,16 +15,19 @@ import ast
 from collections import deque
 from pathlib import Path
 
+import pytest
+
 PACKAGE = Path(__file__).resolve().parents[3] / "arc_trl"
+EXPERIMENTS = PACKAGE.parent / "arc_experiments"  # built on arc_trl: its own modules must not form cycles either
 MAX_LINES = 500
 BARE_NAME_PACKAGES = ("arc_trl.sandbox.child",)  # their modules import each other as top-level names
 
 
-def module_files() -> dict[str, Path]:
+def module_files(package: Path = PACKAGE) -> dict[str, Path]:
     """Dotted module name -> file, for every module of the package."""
     modules = {}
-    for path in sorted(PACKAGE.rglob("*.py")):
-        parts = path.relative_to(PACKAGE.parent).with_suffix("").parts
+    for path in sorted(package.rglob("*.py")):
+        parts = path.relative_to(package.parent).with_suffix("").parts
         if parts[-1] == "__init__":
             parts = parts[:-1]
         modules[".".join(parts)] = path
@@ -75,9 +79,9 @@ def _targets(module: str, is_package: bool, node: ast.Import | ast.ImportFrom, m
     return {target for target in found if target is not None and target != module}
 
 
-def import_graph() -> tuple[dict[str, set[str]], dict[tuple[str, str], int]]:
+def import_graph(package: Path = PACKAGE) -> tuple[dict[str, set[str]], dict[tuple[str, str], int]]:
     """(module -> the package's modules it imports when loaded, (module, target) -> line of the first such import)."""
-    modules = module_files()
+    modules = module_files(package)
     graph: dict[str, set[str]] = {name: set() for name in modules}
     lines: dict[tuple[str, str], int] = {}
     for name, path in modules.items():
@@ -145,8 +149,9 @@ def test_no_module_is_over_500_lines():
         f"  {n:5d}  {module_files()[name].relative_to(PACKAGE.parent)}" for n, name in over)
 
 
-def test_no_import_cycle_among_the_package_modules():
-    graph, lines = import_graph()
+@pytest.mark.parametrize("package", [PACKAGE, EXPERIMENTS], ids=lambda p: p.name)
+def test_no_import_cycle_among_the_package_modules(package):
+    graph, lines = import_graph(package)
     assert any(graph.values()), "no import found at all: the reader is broken"
     found = cycles(graph)
     assert not found, "import cycles (strongly connected components):\n" + "\n".join(
