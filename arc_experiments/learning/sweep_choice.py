@@ -6,7 +6,7 @@ Reads `SWEEP_DIR/sweep_manifest.json` (scripts/sweep.py) and, for each run, ever
 (`eval_every_steps`, arc_trl/eval/callback.py): the attempts files `output_dir/eval_arc/step_N.jsonl`, rescored against
 the validation tasks (`eval_dataset` of the run's config) into per-task pass@1, with a bootstrap CI over tasks
 (arc_trl/eval/bootstrap.py). Each (run, step) is a candidate (the step is part of the recipe); each gets the paired
-difference to the best one, and each variant (an arm of the sweep: GRPO alone, GRPO + OPD, ...) its own best. Runs without an evaluation (not finished, or no eval_dataset) are listed as such. Held-out tasks
+difference to the best one; each variant and each arm (GRPO alone: `teacher_tau` 0; GRPO + OPD) gets its own best. Runs without an evaluation (not finished, or no eval_dataset) are listed as such. Held-out tasks
 play no part: the sweep's configs must evaluate on the validation set (see configs/gpu/learning/sweep.yaml).
 """
 
@@ -79,7 +79,8 @@ def rank(sweep_dir: str | Path, n_resamples: int = 10_000) -> dict[str, Any]:
             if not per_task:  # an evaluation that wrote nothing (stopped): no candidate
                 continue
             ci = bootstrap_ci(per_task, n_resamples=n_resamples, name=f"{run['name']}@{step}")
-            rows.append({"name": run["name"], "variant": run.get("variant"), "varied": run["varied"], "step": step,
+            rows.append({"name": run["name"], "variant": run.get("variant"),
+                         "arm": "grpo-opd" if float(config.get("teacher_tau") or 0) > 0 else "grpo-only", "varied": run["varied"], "step": step,
                          "validation_dataset": dataset, "pass1": ci["mean"], "pass1_ci95": ci["ci"],
                          "n_tasks": ci["n_tasks"], "per_task": per_task})
         if len(rows) == evaluated:
@@ -90,12 +91,14 @@ def rank(sweep_dir: str | Path, n_resamples: int = 10_000) -> dict[str, Any]:
                                 names=(rows[0]["name"], row["name"]))
         row["best_minus_this"], row["best_minus_this_ci95"] = diff["mean_diff"], diff["ci"]
     per_variant: dict[str, dict[str, Any]] = {}
-    for row in rows:  # rows are ranked: the first of each variant is its best
-        per_variant.setdefault(str(row["variant"]), {"name": row["name"], "step": row["step"], "pass1": row["pass1"],
-                                                     "varied": row["varied"]})
+    per_arm: dict[str, dict[str, Any]] = {}
+    for row in rows:  # rows are ranked: the first of each variant (and arm) is its best
+        best = {"name": row["name"], "step": row["step"], "pass1": row["pass1"], "varied": row["varied"]}
+        per_variant.setdefault(str(row["variant"]), best)
+        per_arm.setdefault(row["arm"], best)
     return {"sweep": manifest["name"], "best": rows[0]["name"] if rows else None,
             "best_step": rows[0]["step"] if rows else None, "best_values": rows[0]["varied"] if rows else None,
-            "best_per_variant": per_variant, "runs": rows, "not_evaluated": missing}
+            "best_per_variant": per_variant, "best_per_arm": per_arm, "runs": rows, "not_evaluated": missing}
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -120,7 +123,7 @@ def main(argv: list[str] | None = None) -> int:
         print("no run has a validation evaluation")
         return 1
     print(f"best: {result['best']} at step {result['best_step']} {result['best_values']}")
-    for variant, best in result["best_per_variant"].items():
+    for variant, best in {**result["best_per_variant"], **result["best_per_arm"]}.items():
         print(f"best of {variant}: {best['name']} at step {best['step']} ({100 * best['pass1']:.1f}%)")
     return 0
 

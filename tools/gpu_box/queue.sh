@@ -44,9 +44,14 @@ if [ "$verb" = start ]; then
 fi
 deadline=$((SECONDS + ${LIMIT:-560}))  # watch: until the queue ends or the call's time is nearly up
 while [ $SECONDS -lt $deadline ] && kill -0 "$(cat "$queue/pid" 2>/dev/null)" 2>/dev/null; do
-  sleep 10; tail -1 "$queue/log" | cut -c1-200
+  sleep 15  # the newest log's last line: the stage at work, not only the queue's
+  newest=$(find /tmp/arc-gpu -name '*.log' -newer "$queue/pid" -printf '%T@ %p\n' 2>/dev/null | sort -n | tail -1 | cut -d' ' -f2)
+  echo "$(date +%T) ${newest#/tmp/arc-gpu/}: $(tail -c 300 "$newest" 2>/dev/null | tr '\r' '\n' | grep -v '^$' | tail -1 | cut -c1-160)"
 done
 tail -30 "$queue/log"; nvidia-smi --query-gpu=memory.used,memory.total --format=csv,noheader
-# a call brings back at most 8 files: results.json, the queue's log, and the rest of OUT in one tarball
+# a call brings back at most 8 files: results.json, the queue's log, the queue's output and every stage's log and
+# results (no checkpoints) in one tarball
 cp "$queue/log" "$out/queue.log"; cp "$queue/out/results.json" "$out/" 2>/dev/null
+(cd /tmp/arc-gpu && find . -path ./queue/out -prune -o \( -name '*.log' -o -name '*.json' -o -name '*.jsonl' \
+   -o -name '*.yaml' -o -name '*.csv' \) -size -20M -print | tar -czf "$out/arc-gpu.tar.gz" -T - 2>/dev/null)
 tar -czf "$out/queue-out.tar.gz" -C "$queue" out 2>/dev/null; ls -la "$out"

@@ -26,11 +26,12 @@ def _evaluation(out: Path, step: int, solved: int) -> None:
 
 
 def _run(sweep_dir: Path, name: str, solved: int, step: int = 40, variant: str | None = None,
-         earlier: dict[int, int] | None = None) -> dict:
+         earlier: dict[int, int] | None = None, tau: float = 0.0) -> dict:
     """A finished sweep run whose evaluation at `step` solved `solved` tasks (and at `earlier` steps, as given)."""
     out = sweep_dir / name
     (out / "eval_arc").mkdir(parents=True)
-    (out / "config.yaml").write_text(yaml.safe_dump({"eval_dataset": VALIDATION, "output_dir": str(out)}))
+    (out / "config.yaml").write_text(yaml.safe_dump({"eval_dataset": VALIDATION, "output_dir": str(out),
+                                                     "teacher_tau": tau}))
     _evaluation(out, step, solved)
     for earlier_step, earlier_solved in (earlier or {}).items():
         _evaluation(out, earlier_step, earlier_solved)
@@ -60,14 +61,16 @@ def test_every_evaluated_step_is_a_candidate_and_each_variant_gets_its_best(tmp_
     (variant) has its own best, so GRPO alone is tuned as GRPO + OPD is."""
     runs = [_run(tmp_path, "grpo_a", 2, variant="grpo", earlier={20: 3}),
             _run(tmp_path, "grpo_b", 1, variant="grpo"),
-            _run(tmp_path, "opd_a", 4, variant="opd", earlier={20: 5}),
-            _run(tmp_path, "opd_b", 5, variant="opd")]
+            _run(tmp_path, "opd_a", 4, variant="opd", earlier={20: 5}, tau=0.1),
+            _run(tmp_path, "opd_b", 5, variant="opd", tau=1.0)]
     (tmp_path / "sweep_manifest.json").write_text(json.dumps({"name": "s", "runs": runs}))
     result = sweep_choice.rank(tmp_path, n_resamples=200)
     assert [(r["name"], r["step"]) for r in result["runs"][:3]] == [("opd_a", 20), ("opd_b", 40), ("opd_a", 40)]
     assert (result["best"], result["best_step"]) == ("opd_a", 20)  # a tie goes to the fewer steps
     assert {v: (b["name"], b["step"]) for v, b in result["best_per_variant"].items()} == {
         "opd": ("opd_a", 20), "grpo": ("grpo_a", 20)}
+    assert {a: (b["name"], b["step"]) for a, b in result["best_per_arm"].items()} == {
+        "grpo-opd": ("opd_a", 20), "grpo-only": ("grpo_a", 20)}  # the arm: teacher_tau 0 or not
     assert result["best_per_variant"]["grpo"]["pass1"] == 3 / 6 and result["not_evaluated"] == []
 
 
