@@ -82,48 +82,38 @@ def seedpair(ctx: Context) -> int:
     return failed(*codes)
 
 
-def sweep(ctx: Context) -> int:
-    """configs/gpu/learning/sweep.yaml: GRPO + OPD from this machine's student and privileged teacher, each run scored
-    on the validation tasks in training; two runs at a time (the next starts once the one before has logged a step),
-    then ranked on the validation tasks (never the held-out ones)."""
+def _two_at_a_time(ctx: Context, sweep_file: str, folder: str) -> list[int]:
+    """The experiment's student and privileged teacher, then the runs of `sweep_file` (configs written into
+    WORK/<experiment>/`folder`), two at a time: the next starts once the one before has logged a step."""
     codes = [
         run(ctx, "shared", ctx.limit, ctx.demo("--only", "teacher-privileged", "--with-needs")),
-        run(
-            ctx,
-            "sweep-configs",
-            300,
-            [
-                sys.executable,
-                "scripts/sweep.py",
-                f"{ctx.configs}/sweep.yaml",
-                "--dry-run",
-                "--command",
-                f"{sys.executable} scripts/train.py",
-            ],
-        ),
+        run(ctx, f"{folder}-configs", 300, [sys.executable, "scripts/sweep.py", f"{ctx.configs}/{sweep_file}",
+                                            "--dry-run", "--command", f"{sys.executable} scripts/train.py"]),
     ]
     running = []
-    for config in sorted((ctx.learning / "sweep").glob("*/config.yaml")):
+    for config in sorted((ctx.learning / folder).glob("*/config.yaml")):
         name = config.parent.name
-        process = start(ctx, f"sweep-{name}", [sys.executable, "scripts/train.py", "--config", str(config)])
-        first_step(ctx.work / "logs" / f"sweep-{name}.log", process)
+        process = start(ctx, f"{folder}-{name}", [sys.executable, "scripts/train.py", "--config", str(config)])
+        first_step(ctx.work / "logs" / f"{folder}-{name}.log", process)
         running.append(process)
         if len(running) >= 2 and running[0] is not None:
             codes.append(running.pop(0).wait())
-    codes += [p.wait() for p in running if p is not None]
-    codes.append(
-        run(
-            ctx,
-            "sweep-choice",
-            300,
-            [
-                sys.executable,
-                "-m",
-                "arc_experiments.learning.sweep_choice",
-                str(ctx.learning / "sweep"),
-                "--out",
-                str(ctx.learning / "sweep" / "choice.json"),
-            ],
-        )
-    )
-    return failed(*codes)
+    return codes + [p.wait() for p in running if p is not None]
+
+
+def sweep(ctx: Context) -> int:
+    """The experiment's sweep.yaml: runs from this machine's student and privileged teacher, each scored on the
+    validation tasks in training, two at a time, then ranked on the validation tasks (never the held-out ones)."""
+    codes = _two_at_a_time(ctx, "sweep.yaml", "sweep")
+    out = ctx.learning / "sweep"
+    choice = [sys.executable, "-m", "arc_experiments.learning.sweep_choice", str(out), "--out", str(out / "choice.json")]
+    return failed(*codes, run(ctx, "sweep-choice", 300, choice))
+
+
+def arms(ctx: Context) -> int:
+    """The experiment's arms.yaml: each arm with its validation-chosen recipe, three seeds, two at a time, each run
+    scored in training on the held-out tasks (steps 0, 20, 40), then the seed-aware summary (arms_report)."""
+    codes = _two_at_a_time(ctx, "arms.yaml", "arms")
+    out = ctx.learning / "arms"
+    report = [sys.executable, "-m", "arc_experiments.learning.arms_report", str(out), "--out", str(out / "summary.json")]
+    return failed(*codes, run(ctx, "arms-report", 300, report))
