@@ -113,7 +113,13 @@ def sweep(ctx: Context) -> int:
 def arms(ctx: Context) -> int:
     """The experiment's arms.yaml: each arm with its validation-chosen recipe, three seeds, two at a time, each run
     scored in training on the held-out tasks (steps 0, 20, 40), then the seed-aware summary (arms_report)."""
+    from arc_experiments.learning.profile import load_profile
+
+    if not (ROOT / ctx.configs / "arms.yaml").exists():
+        raise SystemExit(f"arms: {ctx.configs}/arms.yaml not found (configs/gpu/smollm2/arms.yaml is one); pass --configs")
+    chosen = [f"{arm}={step}" for arm, step in load_profile(ROOT / ctx.configs)["chosen_steps"].items()]
     codes = _two_at_a_time(ctx, "arms.yaml", "arms")
     out = ctx.learning / "arms"
-    report = [sys.executable, "-m", "arc_experiments.learning.arms_report", str(out), "--out", str(out / "summary.json")]
+    report = [sys.executable, "-m", "arc_experiments.learning.arms_report", str(out), "--out", str(out / "summary.json"),
+              *(["--chosen-steps", *chosen] if chosen else [])]
     return failed(*codes, run(ctx, "arms-report", 300, report))

@@ -28,6 +28,7 @@ DEFAULT_PROFILE: dict[str, Any] = {
     "eval_every": 0,  # also evaluate each RL run's checkpoint every this many steps (0: only the end)
     "kl_probe_steps": 0,  # > 0: measure each teacher's teacher_kl to the student (train.py at learning rate 0)
     "heldout_check": False,  # check-heldout stage: no held-out task in the SFT, RL or validation sets
+    "chosen_steps": {},  # the arms stage: each arm's step chosen on the validation tasks, e.g. {grpo-opd: 40}
     "summary_file": None,  # e.g. results/gpu_learning_summary.json (arc_experiments/learning/report.py)
     "docs_section": "demo",
     "image_prefix": "learning",

@@ -17,6 +17,7 @@ ROOT = Path(__file__).resolve().parents[2]
 _MAINS = ("arc_trl.eval.compare", "arc_trl.eval.generate", "arc_trl.eval.score", "arc_trl.eval.submission",
           "arc_trl.eval.tables", "arc_trl.cli.main", "arc_experiments.learning", "arc_experiments.learning.heldout_check",
           "arc_experiments.learning.sweep_choice", "arc_experiments.learning.compare_arms",
+          "arc_experiments.learning.arms_report",
           "arc_experiments.gpu")
 
 

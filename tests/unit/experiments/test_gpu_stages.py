@@ -27,6 +27,11 @@ def _dry(tmp_path, *names: str, **settings) -> Context:
     return ctx
 
 
+def test_arms_names_the_missing_arms_file(tmp_path):
+    with pytest.raises(SystemExit, match="configs/gpu/learning/arms.yaml"):
+        _dry(tmp_path, "arms")  # the default experiment has no arms.yaml: configs/gpu/smollm2 has
+
+
 def test_every_stage_has_a_description_and_list_prints_them(capsys):
     assert main(["--list"]) == 0
     listed = capsys.readouterr().out.splitlines()
@@ -36,7 +41,7 @@ def test_every_stage_has_a_description_and_list_prints_them(capsys):
 
 @pytest.mark.parametrize("name", list(stages_mod.STAGES))
 def test_a_dry_run_prints_commands_naming_only_files_that_exist(tmp_path, name, capsys):
-    flags = ["--only", "eval-*"] if name == "pieces" else []
+    flags = {"pieces": ["--only", "eval-*"], "arms": ["--configs", "configs/gpu/smollm2"]}.get(name, [])
     assert main([name, "--dry-run", "--out", str(tmp_path / "out"), "--work", str(tmp_path / "work"), *flags]) == 0
     printed = [line.split(": ", 1)[1] for line in capsys.readouterr().out.splitlines() if line.startswith("== ")]
     assert printed and not (tmp_path / "work").exists() and not (tmp_path / "out").exists()  # printed, nothing run
