@@ -125,3 +125,41 @@ def arms(ctx: Context) -> int:
     report = [sys.executable, "-m", "arc_experiments.learning.arms_report", str(out),
               "--out", str(out / "summary.json"), *(["--chosen-steps", *chosen] if chosen else [])]
     return failed(*codes, run(ctx, "arms-report", 300, report))
+
+
+ARC_AGI_1 = "arc-agi-1/eval"
+
+
+def arc_agi_1(ctx: Context) -> int:
+    """The student and GRPO alone with its chosen recipe (arms.yaml's s0_grpo-only, the profile's chosen step) on
+    ARC-AGI-1's 400 evaluation tasks with the REPL agent, 2 attempts each (pass@1, pass@2). Prompts longer than the
+    model's context leave their tasks unattempted: metrics.json counts them (`n_missing_tasks`), they score 0."""
+    import yaml
+
+    from arc_experiments.learning.profile import load_profile
+
+    if not (ROOT / ctx.configs / "arms.yaml").exists():
+        raise SystemExit(f"arc-agi-1: {ctx.configs}/arms.yaml not found (configs/gpu/smollm2/arms.yaml is one); "
+                         "pass --configs")
+    steps = load_profile(ROOT / ctx.configs)["chosen_steps"].get("grpo-only", 40)
+    codes = [
+        run(ctx, "shared", ctx.limit, ctx.demo("--only", "student", "--with-needs")),
+        run(ctx, "arms-configs", 300, [sys.executable, "scripts/sweep.py", f"{ctx.configs}/arms.yaml", "--dry-run",
+                                       "--command", f"{sys.executable} scripts/train.py"]),
+    ]
+    config, best = ctx.learning / "arms" / "s0_grpo-only" / "config.yaml", ctx.learning / "arc-agi-1" / "grpo-only"
+    codes.append(run(ctx, "arc-agi-1-grpo-only", max(ctx.limit, LONG), [
+        sys.executable, "scripts/train.py", "--config", str(config), "--max_steps", str(steps), "--output_dir",
+        str(best), "--eval_every_steps", "0", "--eval_at_start", "false", "--save_strategy", "no"]))
+    context = 8192  # SmolLM2's max_position_embeddings
+    if not ctx.dry_run and (ctx.learning / "model" / "config.json").exists():
+        context = yaml.safe_load((ctx.learning / "model" / "config.json").read_text())["max_position_embeddings"]
+    budget = int(yaml.safe_load((ROOT / ctx.configs / "grpo-opd.yaml").read_text())["max_completion_length"])
+    for name, model in (("student", ctx.learning / "student"), ("grpo-only", best)):
+        folder = ctx.learning / "arc-agi-1" / f"eval-{name}"
+        codes.append(run(ctx, f"arc-agi-1-eval-{name}", max(ctx.limit, LONG), [
+            sys.executable, "scripts/evaluate.py", "generate", "--train-config", f"{ctx.configs}/grpo-opd.yaml",
+            "--model", str(model), "--dataset", ARC_AGI_1, "--output-dir", str(folder), "--n-predictions", "2",
+            "--seed", "0", "--no-progress", "--max-prompt-tokens", str(context - budget), "--max-model-len",
+            str(context), "--backend", "vllm", "--gpu-memory-utilization", "0.6", "--workers", "16"]))
+    return failed(*codes)

@@ -25,6 +25,7 @@ STAGES: dict[str, Stage] = {
     "seedpair": learning.seedpair,
     "sweep": learning.sweep,
     "arms": learning.arms,
+    "arc-agi-1": learning.arc_agi_1,
     "mismatch": measure.mismatch,
     "scheduling": measure.scheduling,
     "8b": measure.recipe_8b,
@@ -67,6 +68,9 @@ def _kept(experiment: str) -> tuple[str, ...]:
                 "arms/*/trainer_state.json",
                 "arms/*/run_summary.json",
                 "arms/*/eval_arc/*.jsonl",
+                "arc-agi-1/*/metrics.json",
+                "arc-agi-1/*/completions.jsonl",
+                "arc-agi-1/*/run_summary.json",
             )
         ),
         "runs/*/trainer_state.json",
