@@ -111,6 +111,19 @@ def sweep(ctx: Context) -> int:
     return failed(*codes, run(ctx, "sweep-choice", 300, choice))
 
 
+def temperature(ctx: Context) -> int:
+    """sweep-temperature.yaml: each arm's sweep-chosen recipe at another sampling temperature, scored on the validation
+    tasks like the sweep's runs (whose T = 1.0 rows are the reference), two at a time, then ranked."""
+    if not (ROOT / ctx.configs / "sweep-temperature.yaml").exists():
+        raise SystemExit(f"temperature: {ctx.configs}/sweep-temperature.yaml not found (configs/gpu/smollm2 has one); "
+                         "pass --configs")
+    codes = _two_at_a_time(ctx, "sweep-temperature.yaml", "sweep-temperature")
+    out = ctx.learning / "sweep-temperature"
+    choice = [sys.executable, "-m", "arc_experiments.learning.sweep_choice", str(out),
+              "--out", str(out / "choice.json")]
+    return failed(*codes, run(ctx, "temperature-choice", 300, choice))
+
+
 def arms(ctx: Context) -> int:
     """The experiment's arms.yaml: each arm with its validation-chosen recipe, three seeds, two at a time, each run
     scored in training on the held-out tasks (steps 0, 20, 40), then the seed-aware summary (arms_report)."""

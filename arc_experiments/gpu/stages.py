@@ -24,6 +24,7 @@ STAGES: dict[str, Stage] = {
     "pieces": learning.pieces,
     "seedpair": learning.seedpair,
     "sweep": learning.sweep,
+    "temperature": learning.temperature,
     "arms": learning.arms,
     "arc-agi-1": learning.arc_agi_1,
     "mismatch": measure.mismatch,
