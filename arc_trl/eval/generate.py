@@ -39,7 +39,7 @@ import os
 import sys
 import time
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -95,8 +95,10 @@ def generate_attempts(jobs: list[Job], prompts: list[list[dict]], generator, tok
 
 
 def score_folder(output_dir: Path, tasks: list[ArcTask], n_predictions: int, dataset: str, agent_mode: str,
-                 workers: int, config, progress: bool = True) -> dict[str, Any]:
-    """Score the first `n_predictions` attempts of each task (replayed in the sandbox, as `evaluate.py score`)."""
+                 workers: int, config, progress: bool = True, dropped: list[ArcTask] = ()) -> dict[str, Any]:
+    """Score the first `n_predictions` attempts of each task (replayed in the sandbox, as `evaluate.py score`).
+    `dropped`: the dataset's tasks left unattempted (prompt too long); they count in `n_dataset_tasks` and
+    `n_missing_tasks` (the rates stay over the attempted tasks), listed as `dropped_task_ids`."""
     from arc_trl.eval.passk import write_pass_at_k
     from arc_trl.eval.score import score_completions, write_outputs
     from arc_trl.eval.tables import write_metrics_table
@@ -108,10 +110,10 @@ def score_folder(output_dir: Path, tasks: list[ArcTask], n_predictions: int, dat
     if not records:
         raise GenerateInputError(f"{path}: no attempt to score")
     records.sort(key=lambda r: (order[r["task_id"]], r["attempt"]))
-    metrics, rows = score_completions(tasks, records, workers, config, mode=agent_mode, where=str(path),
+    metrics, rows = score_completions([*tasks, *dropped], records, workers, config, mode=agent_mode, where=str(path),
                                       progress=progress)
-    metrics = {"dataset": dataset, "completions": str(path), **metrics,
-               "seconds": round(time.perf_counter() - start, 3)}
+    metrics = {"dataset": dataset, "completions": str(path), **metrics, "n_dropped_tasks": len(dropped),
+               "dropped_task_ids": sorted(t.id for t in dropped), "seconds": round(time.perf_counter() - start, 3)}
     write_outputs(output_dir, metrics, rows)
     write_pass_at_k(output_dir)
     write_metrics_table(output_dir, echo=True)
@@ -156,6 +158,7 @@ class Plan:
     template_kwargs: dict[str, Any]
     sandbox_config: Any  # SandboxConfig
     sampling: dict[str, Any]  # the content of sampling.json
+    dropped: list[ArcTask] = field(default_factory=list)  # prompts over --max-prompt-tokens: unattempted, score 0
 
     @property
     def completions(self) -> Path:
@@ -197,6 +200,7 @@ def prepare(args: argparse.Namespace) -> Plan:
     template_kwargs = args.chat_template_kwargs or {}
     existing = read_completions_file(output_dir / COMPLETIONS_FILE)
     sampling = check_settings(output_dir, matched_settings(args, tokenizer), has_attempts=bool(existing))
+    dropped: list[ArcTask] = []
     if args.max_prompt_tokens:
         def length(task: ArcTask) -> int:
             return len(prompt_ids(tokenizer, task_prompt(task, args, template), **template_kwargs))
@@ -206,13 +210,15 @@ def prepare(args: argparse.Namespace) -> Plan:
             raise GenerateInputError(f"every task's prompt is longer than --max-prompt-tokens {args.max_prompt_tokens}")
         if len(kept) < len(tasks):
             print(f"[generate] {len(tasks) - len(kept)} task(s) dropped: prompt longer than {args.max_prompt_tokens} "
-                  "tokens", file=sys.stderr)
+                  "tokens; they stay in the scores as unattempted (n_dropped_tasks)", file=sys.stderr)
+        if not args.max_tasks:  # with --max-tasks the selection is the first K tasks that fit, the others are outside
+            dropped = [t for t in tasks if length(t) > args.max_prompt_tokens]
         tasks = kept
     tasks = tasks[: args.max_tasks] if args.max_tasks else tasks  # after the length filter, as in training
     done = {(r["task_id"], r["attempt"]) for r in existing}
     jobs = plan_jobs(tasks, args.n_predictions, done, args.augment, args.seed)
     return Plan(args, output_dir, tasks, jobs, tokenizer, template, template_choice, template_kwargs, sandbox_config,
-                sampling)
+                sampling, dropped)
 
 
 def generate(plan: Plan) -> dict[str, Any]:
@@ -271,7 +277,7 @@ def run_generate(args: argparse.Namespace) -> int:
             write_json(plan.output_dir / SAMPLING_FILE, plan.sampling)
         if not args.no_score:
             score_folder(plan.output_dir, plan.tasks, args.n_predictions, args.dataset, args.agent_mode, args.workers,
-                         plan.sandbox_config, progress=not args.no_progress)
+                         plan.sandbox_config, progress=not args.no_progress, dropped=plan.dropped)
     except GenerateInputError as e:
         print(f"error: {e}", file=sys.stderr)
         return 2

@@ -285,3 +285,29 @@ def test_privileged_prompts_show_the_hint_and_never_mix_with_student_attempts(ti
     assert gen.main([*quick, "--dataset", str(plain), "--output-dir", str(tmp_path / "no_program"),
                      "--privileged", "program"]) == 2
     assert "needs metadata['reference_program']" in capsys.readouterr().err
+
+
+def test_tasks_dropped_for_prompt_length_stay_in_the_scores_as_unattempted(memorized_model_dir, memorized_task,
+                                                                           tmp_path):
+    """ARC-AGI-1's longest prompts exceed a small model's context: their tasks must count (as failures) in the
+    figures over the dataset, not vanish from them."""
+    import dataclasses
+
+    from arc_trl.data import Pair, save_tasks_folder
+
+    big = [[(i + j) % 10 for j in range(30)] for i in range(30)]  # 900 cells per grid: thousands of prompt tokens
+    huge = dataclasses.replace(memorized_task, id="zz-huge", train=[Pair(big, big)] * 3, test_inputs=[big],
+                               test_outputs=[big])
+    folder = save_tasks_folder([memorized_task, huge], tmp_path / "tasks")
+    out = tmp_path / "eval"
+    args = _transformers_args(memorized_model_dir, folder, out, "--n-predictions", "1", "--max-prompt-tokens", "1600",
+                              "--max-turns", "1", "--max-tokens-per-turn", "32")  # what is scored matters, not the play
+    assert gen.main(args) == 0
+    metrics = json.loads((out / "metrics.json").read_text())
+    assert (metrics["n_tasks"], metrics["n_dataset_tasks"], metrics["n_missing_tasks"]) == (1, 2, 1)
+    assert (metrics["n_dropped_tasks"], metrics["dropped_task_ids"]) == (1, ["zz-huge"])
+    assert {r["task_id"] for r in _lines(out / COMPLETIONS_FILE)} == {memorized_task.id}
+    # --max-tasks K selects the first K tasks that fit: the dropped ones are outside the selection
+    assert gen.main([*args, "--max-tasks", "1", "--output-dir", str(tmp_path / "first")]) == 0
+    first = json.loads((tmp_path / "first" / "metrics.json").read_text())
+    assert (first["n_dataset_tasks"], first["n_dropped_tasks"]) == (1, 0)
