@@ -146,7 +146,8 @@ ARC_AGI_1 = "arc-agi-1/eval"
 def arc_agi_1(ctx: Context) -> int:
     """The student and GRPO alone with its chosen recipe (arms.yaml's s0_grpo-only, the profile's chosen step) on
     ARC-AGI-1's 400 evaluation tasks with the REPL agent, 2 attempts each (pass@1, pass@2). Prompts longer than the
-    model's context leave their tasks unattempted: metrics.json counts them (`n_missing_tasks`), they score 0."""
+    model's context leave their tasks unattempted: metrics.json counts them (`n_dropped_tasks`), they score 0 in
+    arc_agi_report's pass@k over the 400 tasks (arc-agi-1/summary.json)."""
     import yaml
 
     from arc_experiments.learning.profile import load_profile
@@ -175,4 +176,7 @@ def arc_agi_1(ctx: Context) -> int:
             "--model", str(model), "--dataset", ARC_AGI_1, "--output-dir", str(folder), "--n-predictions", "2",
             "--seed", "0", "--no-progress", "--max-prompt-tokens", str(context - budget), "--max-model-len",
             str(context), "--backend", "vllm", "--gpu-memory-utilization", "0.6", "--workers", "16"]))
-    return failed(*codes)
+    folder = ctx.learning / "arc-agi-1"
+    figures = [sys.executable, "-m", "arc_experiments.learning.arc_agi_report", str(folder), "--out",
+               str(folder / "summary.json")]
+    return failed(*codes, run(ctx, "arc-agi-1-report", 300, figures))

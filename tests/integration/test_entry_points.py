@@ -17,8 +17,10 @@ ROOT = Path(__file__).resolve().parents[2]
 _MAINS = ("arc_trl.eval.compare", "arc_trl.eval.generate", "arc_trl.eval.score", "arc_trl.eval.submission",
           "arc_trl.eval.tables", "arc_trl.cli.main", "arc_experiments.learning", "arc_experiments.learning.heldout_check",
           "arc_experiments.learning.sweep_choice", "arc_experiments.learning.compare_arms",
-          "arc_experiments.learning.arms_report",
+          "arc_experiments.learning.arms_report", "arc_experiments.learning.arc_agi_report",
           "arc_experiments.gpu")
+_COVERED_ELSEWHERE = {"arc_experiments.learning.runner",  # = python -m arc_experiments.learning
+                      "arc_trl.sandbox.child.zygote"}  # the sandbox's own process, not a command
 
 
 def _commands() -> list[tuple[str, list[str]]]:
@@ -44,3 +46,14 @@ def test_help_exits_zero_with_a_usage_line(name, command):
     result = subprocess.run([*command, "--help"], cwd=ROOT, env=env, capture_output=True, text=True, timeout=300)
     assert result.returncode == 0, f"{name} --help exited {result.returncode}:\n{result.stderr[-3000:]}"
     assert "usage:" in result.stdout.lower(), f"{name} --help printed no usage line:\n{result.stdout[:2000]}"
+
+
+def test_every_module_with_a_main_block_is_in_the_list():
+    """A new `python -m` command gets its --help run here (arc_trl/cli/*: through scripts/*.py)."""
+    found = set()
+    for package in ("arc_trl", "arc_experiments"):
+        for path in (ROOT / package).rglob("*.py"):
+            if '__name__ == "__main__"' in path.read_text() and "cli" not in path.parts:
+                module = ".".join(path.relative_to(ROOT).with_suffix("").parts)
+                found.add(module.removesuffix(".__main__"))
+    assert found - _COVERED_ELSEWHERE == set(_MAINS) - {"arc_trl.cli.main"}
