@@ -1,0 +1,25 @@
+"""The committed learning summary keeps the keys its readers use (docs/gpu_learning_summary.json points to it)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[3]
+KEYS = {"heldout_tasks", "attempts_per_task", "seeds", "student_pass1", "grpo_opd_pass1", "grpo_only_pass1",
+        "teacher_pass1", "grpo_opd_minus_student_ci95", "grpo_opd_minus_grpo_only_ci95", "steps", "device", "date",
+        "subject", "per_seed_pass1", "arc_agi_1"}
+
+
+def test_the_gpu_learning_summary_has_its_keys_and_consistent_figures():
+    summary = json.loads((ROOT / "docs" / "gpu_learning_summary.json").read_text())
+    assert KEYS <= set(summary), KEYS - set(summary)
+    for key in ("grpo_opd_minus_student", "grpo_opd_minus_grpo_only"):  # each mean inside its own interval
+        low, high = summary[f"{key}_ci95"]
+        assert low <= summary[key] <= high
+    assert len(summary["seeds"]) >= 3
+    arc = summary["arc_agi_1"]
+    assert arc["dataset_tasks"] == 400 and arc["attempted_tasks"] <= 400
+    for model in ("student", "grpo_only"):
+        assert 0 <= arc[f"{model}_pass1"] <= arc[f"{model}_pass2"] <= 1  # pass@1 <= pass@2
+    assert (ROOT / arc["results"]).is_dir()
