@@ -95,7 +95,7 @@ def generate_attempts(jobs: list[Job], prompts: list[list[dict]], generator, tok
 
 
 def score_folder(output_dir: Path, tasks: list[ArcTask], n_predictions: int, dataset: str, agent_mode: str,
-                 workers: int, config, progress: bool = True, dropped: list[ArcTask] = ()) -> dict[str, Any]:
+                 workers: int, config, progress: bool = True, dropped: Sequence[ArcTask] = ()) -> dict[str, Any]:
     """Score the first `n_predictions` attempts of each task (replayed in the sandbox, as `evaluate.py score`).
     `dropped`: the dataset's tasks left unattempted (prompt too long); they count in `n_dataset_tasks` and
     `n_missing_tasks` (the rates stay over the attempted tasks), listed as `dropped_task_ids`."""
