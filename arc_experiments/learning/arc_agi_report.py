@@ -3,9 +3,9 @@ over the WHOLE dataset (tasks left unattempted, e.g. prompts longer than the mod
 
     python -m arc_experiments.learning.arc_agi_report /tmp/arc-gpu/smollm2/arc-agi-1 --out arc_agi_1.json
 
-Each `eval-NAME/` folder holds metrics.json, pass_at_k.json and per_attempt.jsonl. The dataset's size is metrics.json's
-`n_dataset_tasks` (which counts the dropped tasks since they are recorded), or `--dataset-tasks` for folders scored
-before that, where only the attempted tasks were counted.
+Each `eval-NAME/` folder holds metrics.json and per_attempt.jsonl. The dataset's size is metrics.json's
+`n_dataset_tasks` (dropped tasks included, `n_dropped_tasks`), or `--dataset-tasks` for folders scored before dropped
+tasks were recorded (their `n_dataset_tasks` counts the attempted tasks only; they are refused without it).
 """
 
 from __future__ import annotations
@@ -15,36 +15,39 @@ import json
 from pathlib import Path
 from typing import Any
 
+from arc_trl.eval.passk import count_passes, pass_at_k, read_per_attempt
+
 
 def model_figures(folder: str | Path, dataset_tasks: int | None = None) -> dict[str, Any]:
-    """pass@k over the dataset and over the attempted tasks, and the solved task ids, of one generate folder."""
+    """pass@k over the dataset (k up to the fewest attempts of a task), expected solved tasks, and the solved task
+    ids (original ids of augmented attempts), from one generate folder's per_attempt.jsonl and metrics.json."""
     folder = Path(folder)
     metrics = json.loads((folder / "metrics.json").read_text())
-    pass_at_k = json.loads((folder / "pass_at_k.json").read_text())
-    attempted = int(pass_at_k["n_tasks"])
-    total = int(dataset_tasks or metrics.get("n_dataset_tasks") or attempted)
-    if total < attempted:
-        raise ValueError(f"{folder}: {attempted} tasks attempted but the dataset is given {total} tasks")
-    solved = set()
-    with open(folder / "per_attempt.jsonl") as f:
-        for line in f:
-            row = json.loads(line)
-            if row.get("passed"):
-                solved.add(row["task_id"])
-    figures: dict[str, Any] = {"dataset": metrics.get("dataset"), "dataset_tasks": total, "attempted_tasks": attempted}
-    for k, rate in sorted(pass_at_k["pass_at_k"].items(), key=lambda kv: int(kv[0])):
-        figures[f"pass{k}"] = rate * attempted / total  # the unattempted tasks score 0
-        figures[f"pass{k}_tasks"] = round(rate * attempted, 3)  # expected solved tasks (pass@1: mean over attempts)
-    figures["solved_task_ids"] = sorted(solved)
-    figures["valid_submissions"] = metrics.get("valid_outputs")
+    counts = count_passes(read_per_attempt(folder))
+    if not counts:
+        raise ValueError(f"{folder}: no scored attempt in per_attempt.jsonl")
+    if dataset_tasks is None:
+        if "n_dropped_tasks" not in metrics:  # scored before dropped tasks were recorded: it counts attempted ones
+            raise ValueError(f"{folder}: metrics.json does not record dropped tasks (scored before they were); "
+                             "pass --dataset-tasks")
+        dataset_tasks = int(metrics["n_dataset_tasks"])
+    if dataset_tasks < len(counts):
+        raise ValueError(f"{folder}: {len(counts)} tasks attempted but the dataset is given {dataset_tasks} tasks")
+    figures: dict[str, Any] = {"dataset": metrics.get("dataset"), "dataset_tasks": dataset_tasks,
+                               "attempted_tasks": len(counts)}
+    for k in range(1, min(n for n, _ in counts.values()) + 1):
+        solved = sum(pass_at_k(n, c, k) for n, c in counts.values())  # the unattempted tasks score 0
+        figures[f"pass{k}"], figures[f"pass{k}_tasks"] = solved / dataset_tasks, round(solved, 3)
+    figures["solved_task_ids"] = sorted(task for task, (_, c) in counts.items() if c)
+    figures["valid_outputs_over_attempts"] = metrics.get("valid_outputs")
     return figures
 
 
 def report(root: str | Path, dataset_tasks: int | None = None) -> dict[str, dict[str, Any]]:
     """{model name: figures} of every `eval-NAME/` folder under `root` that has been scored."""
-    folders = sorted(p for p in Path(root).glob("eval-*") if (p / "pass_at_k.json").is_file())
+    folders = sorted(p for p in Path(root).glob("eval-*") if (p / "per_attempt.jsonl").is_file())
     if not folders:
-        raise SystemExit(f"{root}: no scored eval-*/ folder (metrics.json, pass_at_k.json)")
+        raise SystemExit(f"{root}: no scored eval-*/ folder (metrics.json, per_attempt.jsonl)")
     return {p.name.removeprefix("eval-"): model_figures(p, dataset_tasks) for p in folders}
 
 
@@ -55,7 +58,11 @@ def main(argv: list[str] | None = None) -> int:
                         help="tasks in the dataset (default: metrics.json's n_dataset_tasks)")
     parser.add_argument("--out", default=None, help="write the figures here as JSON")
     args = parser.parse_args(argv)
-    figures = report(args.root, args.dataset_tasks)
+    try:
+        figures = report(args.root, args.dataset_tasks)
+    except (ValueError, OSError) as e:
+        print(f"error: {e}")
+        return 2
     for name, f in figures.items():
         print(f"{name:12} pass@1 {100 * f['pass1']:.2f}%  pass@2 {100 * f.get('pass2', float('nan')):.2f}%  "
               f"over {f['dataset_tasks']} tasks ({f['attempted_tasks']} attempted); solved: {f['solved_task_ids']}")

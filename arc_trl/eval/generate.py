@@ -202,17 +202,19 @@ def prepare(args: argparse.Namespace) -> Plan:
     sampling = check_settings(output_dir, matched_settings(args, tokenizer), has_attempts=bool(existing))
     dropped: list[ArcTask] = []
     if args.max_prompt_tokens:
-        def length(task: ArcTask) -> int:
-            return len(prompt_ids(tokenizer, task_prompt(task, args, template), **template_kwargs))
-
-        kept = [t for t in tasks if length(t) <= args.max_prompt_tokens]
-        if not kept:
+        fits = [len(prompt_ids(tokenizer, task_prompt(t, args, template), **template_kwargs)) <= args.max_prompt_tokens
+                for t in tasks]
+        kept_at = [i for i, fit in enumerate(fits) if fit]
+        if not kept_at:
             raise GenerateInputError(f"every task's prompt is longer than --max-prompt-tokens {args.max_prompt_tokens}")
-        if len(kept) < len(tasks):
-            print(f"[generate] {len(tasks) - len(kept)} task(s) dropped: prompt longer than {args.max_prompt_tokens} "
-                  "tokens; they stay in the scores as unattempted (n_dropped_tasks)", file=sys.stderr)
-        if not args.max_tasks:  # with --max-tasks the selection is the first K tasks that fit, the others are outside
-            dropped = [t for t in tasks if length(t) > args.max_prompt_tokens]
+        # --max-tasks K: the first K tasks that fit; a dropped task is in the selection when it comes before the last
+        # of them in the dataset's order (all of them when K covers every task that fits)
+        last = kept_at[args.max_tasks - 1] if args.max_tasks and args.max_tasks < len(kept_at) else len(tasks)
+        dropped = [t for i, (t, fit) in enumerate(zip(tasks, fits)) if not fit and i < last]
+        kept = [tasks[i] for i in kept_at]
+        if dropped:
+            print(f"[generate] {len(dropped)} task(s) dropped: prompt longer than {args.max_prompt_tokens} tokens; "
+                  "they stay in the scores as unattempted (n_dropped_tasks)", file=sys.stderr)
         tasks = kept
     tasks = tasks[: args.max_tasks] if args.max_tasks else tasks  # after the length filter, as in training
     done = {(r["task_id"], r["attempt"]) for r in existing}

@@ -298,16 +298,22 @@ def test_tasks_dropped_for_prompt_length_stay_in_the_scores_as_unattempted(memor
     big = [[(i + j) % 10 for j in range(30)] for i in range(30)]  # 900 cells per grid: thousands of prompt tokens
     huge = dataclasses.replace(memorized_task, id="zz-huge", train=[Pair(big, big)] * 3, test_inputs=[big],
                                test_outputs=[big])
-    folder = save_tasks_folder([memorized_task, huge], tmp_path / "tasks")
-    out = tmp_path / "eval"
-    args = _transformers_args(memorized_model_dir, folder, out, "--n-predictions", "1", "--max-prompt-tokens", "1600",
-                              "--max-turns", "1", "--max-tokens-per-turn", "32")  # what is scored matters, not the play
-    assert gen.main(args) == 0
-    metrics = json.loads((out / "metrics.json").read_text())
-    assert (metrics["n_tasks"], metrics["n_dataset_tasks"], metrics["n_missing_tasks"]) == (1, 2, 1)
-    assert (metrics["n_dropped_tasks"], metrics["dropped_task_ids"]) == (1, ["zz-huge"])
-    assert {r["task_id"] for r in _lines(out / COMPLETIONS_FILE)} == {memorized_task.id}
-    # --max-tasks K selects the first K tasks that fit: the dropped ones are outside the selection
-    assert gen.main([*args, "--max-tasks", "1", "--output-dir", str(tmp_path / "first")]) == 0
-    first = json.loads((tmp_path / "first" / "metrics.json").read_text())
+    small = dataclasses.replace(memorized_task, id="zzz-small")  # fits, after the huge one in the dataset's order
+    folder = save_tasks_folder([memorized_task, huge, small], tmp_path / "tasks")
+
+    def metrics(out, *extra):
+        args = _transformers_args(memorized_model_dir, folder, tmp_path / out, "--n-predictions", "1",
+                                  "--max-prompt-tokens", "1600", "--max-turns", "1", "--max-tokens-per-turn", "32",
+                                  *extra)  # what is scored matters here, not the play
+        assert gen.main(args) == 0
+        return json.loads((tmp_path / out / "metrics.json").read_text())
+
+    every = metrics("every")
+    assert (every["n_tasks"], every["n_dataset_tasks"], every["n_missing_tasks"]) == (2, 3, 1)
+    assert (every["n_dropped_tasks"], every["dropped_task_ids"]) == (1, ["zz-huge"])
+    assert {r["task_id"] for r in _lines(tmp_path / "every" / COMPLETIONS_FILE)} == {memorized_task.id, "zzz-small"}
+    # --max-tasks K selects the first K tasks that fit: a dropped task after the K-th is outside the selection
+    first = metrics("first", "--max-tasks", "1")
     assert (first["n_dataset_tasks"], first["n_dropped_tasks"]) == (1, 0)
+    both = metrics("both", "--max-tasks", "2")  # K covers every task that fits: the dropped one is inside
+    assert (both["n_dataset_tasks"], both["n_dropped_tasks"]) == (3, 1)
