@@ -40,10 +40,27 @@ def _commands() -> list[tuple[str, list[str]]]:
     return commands
 
 
-@pytest.mark.parametrize("name, command", _commands(), ids=[name for name, _ in _commands()])
-def test_help_exits_zero_with_a_usage_line(name, command):
+COMMANDS = _commands()
+
+
+def _help(command: list[str]) -> subprocess.CompletedProcess:
     env = os.environ | {"PYTHONPATH": str(ROOT)}
-    result = subprocess.run([*command, "--help"], cwd=ROOT, env=env, capture_output=True, text=True, timeout=300)
+    return subprocess.run([*command, "--help"], cwd=ROOT, env=env, capture_output=True, text=True, timeout=300)
+
+
+@pytest.fixture(scope="module")
+def helps() -> dict[str, subprocess.CompletedProcess]:
+    """Every command's --help, run side by side (each is a Python start-up and its imports: ~1 s to ~10 s)."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    with ThreadPoolExecutor(max_workers=max(2, os.cpu_count() or 1)) as pool:
+        results = pool.map(_help, [command for _, command in COMMANDS])
+        return dict(zip([name for name, _ in COMMANDS], results))
+
+
+@pytest.mark.parametrize("name", [name for name, _ in COMMANDS])
+def test_help_exits_zero_with_a_usage_line(name, helps):
+    result = helps[name]
     assert result.returncode == 0, f"{name} --help exited {result.returncode}:\n{result.stderr[-3000:]}"
     assert "usage:" in result.stdout.lower(), f"{name} --help printed no usage line:\n{result.stdout[:2000]}"
 
