@@ -101,27 +101,32 @@ def _two_at_a_time(ctx: Context, sweep_file: str, folder: str) -> list[int]:
     return codes + [p.wait() for p in running if p is not None]
 
 
+def _need(ctx: Context, stage: str, name: str) -> None:
+    """Stop `stage` naming the experiment file it needs when --configs lacks it (configs/gpu/smollm2 has them all)."""
+    if not (ROOT / ctx.configs / name).exists():
+        raise SystemExit(f"{stage}: {ctx.configs}/{name} not found (configs/gpu/smollm2/{name} is one); pass --configs")
+
+
+def _ranked(ctx: Context, sweep_file: str, folder: str, label: str) -> int:
+    """The runs of `sweep_file`, two at a time, then ranked on the validation tasks (sweep_choice: folder/choice.json)."""
+    codes = _two_at_a_time(ctx, sweep_file, folder)
+    out = ctx.learning / folder
+    choice = [sys.executable, "-m", "arc_experiments.learning.sweep_choice", str(out),
+              "--out", str(out / "choice.json")]
+    return failed(*codes, run(ctx, label, 300, choice))
+
+
 def sweep(ctx: Context) -> int:
     """The experiment's sweep.yaml: runs from this machine's student and privileged teacher, each scored on the
     validation tasks in training, two at a time, then ranked on the validation tasks (never the held-out ones)."""
-    codes = _two_at_a_time(ctx, "sweep.yaml", "sweep")
-    out = ctx.learning / "sweep"
-    choice = [sys.executable, "-m", "arc_experiments.learning.sweep_choice", str(out),
-              "--out", str(out / "choice.json")]
-    return failed(*codes, run(ctx, "sweep-choice", 300, choice))
+    return _ranked(ctx, "sweep.yaml", "sweep", "sweep-choice")
 
 
 def temperature(ctx: Context) -> int:
     """sweep-temperature.yaml: each arm's sweep-chosen recipe at another sampling temperature, scored on the validation
     tasks like the sweep's runs (whose T = 1.0 rows are the reference), two at a time, then ranked."""
-    if not (ROOT / ctx.configs / "sweep-temperature.yaml").exists():
-        raise SystemExit(f"temperature: {ctx.configs}/sweep-temperature.yaml not found (configs/gpu/smollm2 has one); "
-                         "pass --configs")
-    codes = _two_at_a_time(ctx, "sweep-temperature.yaml", "sweep-temperature")
-    out = ctx.learning / "sweep-temperature"
-    choice = [sys.executable, "-m", "arc_experiments.learning.sweep_choice", str(out),
-              "--out", str(out / "choice.json")]
-    return failed(*codes, run(ctx, "temperature-choice", 300, choice))
+    _need(ctx, "temperature", "sweep-temperature.yaml")
+    return _ranked(ctx, "sweep-temperature.yaml", "sweep-temperature", "temperature-choice")
 
 
 def arms(ctx: Context) -> int:
@@ -129,9 +134,7 @@ def arms(ctx: Context) -> int:
     scored in training on the held-out tasks (steps 0, 20, 40), then the seed-aware summary (arms_report)."""
     from arc_experiments.learning.profile import load_profile
 
-    if not (ROOT / ctx.configs / "arms.yaml").exists():
-        raise SystemExit(f"arms: {ctx.configs}/arms.yaml not found (configs/gpu/smollm2/arms.yaml is one); "
-                         "pass --configs")
+    _need(ctx, "arms", "arms.yaml")
     chosen = [f"{arm}={step}" for arm, step in load_profile(ROOT / ctx.configs)["chosen_steps"].items()]
     codes = _two_at_a_time(ctx, "arms.yaml", "arms")
     out = ctx.learning / "arms"
@@ -152,9 +155,7 @@ def arc_agi_1(ctx: Context) -> int:
 
     from arc_experiments.learning.profile import load_profile
 
-    if not (ROOT / ctx.configs / "arms.yaml").exists():
-        raise SystemExit(f"arc-agi-1: {ctx.configs}/arms.yaml not found (configs/gpu/smollm2/arms.yaml is one); "
-                         "pass --configs")
+    _need(ctx, "arc-agi-1", "arms.yaml")
     steps = load_profile(ROOT / ctx.configs)["chosen_steps"].get("grpo-only", 40)
     codes = [
         run(ctx, "shared", ctx.limit, ctx.demo("--only", "student", "--with-needs")),

@@ -44,16 +44,17 @@ def _mean(per_task: dict[str, float]) -> float:
     return sum(per_task.values()) / len(per_task)
 
 
+def _runs(arms, arm: str, step: int) -> tuple[list[dict[str, float]], list[dict[str, float]]]:
+    """(per-task pass@1 at `step`, at step 0) of each seed of `arm` evaluated at both."""
+    seeds = sorted(s for s in arms[arm] if step in arms[arm][s] and 0 in arms[arm][s])
+    return [arms[arm][s][step] for s in seeds], [arms[arm][s][0] for s in seeds]
+
+
 def _gain(arms, arm: str, step: int, base: str | None = None, base_step: int | None = None,
           n_resamples: int = 10_000) -> dict[str, Any]:
     """Seed-aware interval of arm@step minus its start (minus base@base_step minus its start, when given)."""
-    seeds = sorted(s for s in arms[arm] if step in arms[arm][s] and 0 in arms[arm][s])
-    runs, starts = [arms[arm][s][step] for s in seeds], [arms[arm][s][0] for s in seeds]
-    base_runs, base_starts = [], []
-    if base is not None:
-        base_seeds = sorted(s for s in arms[base] if base_step in arms[base][s] and 0 in arms[base][s])
-        base_runs = [arms[base][s][base_step] for s in base_seeds]
-        base_starts = [arms[base][s][0] for s in base_seeds]
+    runs, starts = _runs(arms, arm, step)
+    base_runs, base_starts = _runs(arms, base, base_step) if base is not None else ([], [])
     return seed_task_bootstrap(runs, starts, base_runs, base_starts, n_resamples=n_resamples,
                                names=(f"{arm}@{step}", f"{base}@{base_step}" if base else "its start"))
 
