@@ -108,7 +108,7 @@ def _need(ctx: Context, stage: str, name: str) -> None:
 
 
 def _ranked(ctx: Context, sweep_file: str, folder: str, label: str) -> int:
-    """The runs of `sweep_file`, two at a time, then ranked on the validation tasks (sweep_choice: folder/choice.json)."""
+    """The runs of `sweep_file` two at a time, then ranked on the validation tasks (sweep_choice: choice.json)."""
     codes = _two_at_a_time(ctx, sweep_file, folder)
     out = ctx.learning / folder
     choice = [sys.executable, "-m", "arc_experiments.learning.sweep_choice", str(out),
