@@ -16,6 +16,7 @@ TRL or vLLM upgrade is checked in this file (and its two module-level patches, b
 - `checkpoint_folder`: `Trainer._get_output_dir`, where checkpoints are written;
 - `sync_weights_once_per_step`: `GRPOTrainer._last_loaded_step`, the step whose weights vLLM holds;
 - `wake_for_stream`: `VLLMGeneration._llm_weights_sleeping`, the sleep-mode state of a colocated engine;
+- `engine_awake`: the same state and `VLLMGeneration.enable_sleep_mode`, held for the turns of one rollout;
 - `stream_client`: this process's own `VLLMClient` for per-episode requests, kept on the trainer
   (`_arc_stream_client`);
 - `engine_prompt`: vLLM's `LLM._preprocess_cmpl_one`, how `LLM.generate` renders a token prompt;
@@ -158,6 +159,28 @@ def wake_for_stream(vllm_generation) -> Callable[[], None] | None:
         vg._llm_weights_sleeping = True
 
     return sleep
+
+
+@contextmanager
+def engine_awake(trainer):
+    """A colocated sleep-mode engine kept awake for the whole block (one rollout: every turn of every episode).
+
+    `VLLMGeneration.generate` wakes the KV cache before each call and sleeps at level 2 after it (weights and KV cache
+    discarded), so a lock-step rollout of T turns re-pushed the weights T times and re-prefilled every episode's whole
+    context at each turn. Inside this block the weights are pushed once and the engine sleeps once, at the end: turn
+    t+1, which extends turn t's tokens, finds them in vLLM's prefix cache. The same sampler, weights and settings: only
+    the work changes. A no-op without vLLM, in server mode, or without sleep mode."""
+    vg = getattr(trainer, "vllm_generation", None) if getattr(trainer, "use_vllm", False) else None
+    if vg is None or vg.mode != "colocate" or not vg.enable_sleep_mode:
+        yield
+        return
+    sleep_again = wake_for_stream(vg)
+    vg.enable_sleep_mode = False  # VLLMGeneration.generate: no wake before, no sleep after, each call
+    try:
+        yield
+    finally:
+        vg.enable_sleep_mode = True
+        sleep_again()
 
 
 def stream_client(trainer):

@@ -40,6 +40,7 @@ from arc_trl.rollout.turns import (
     open_sessions,
 )
 from arc_trl.rollout.settings import RolloutSettings
+from arc_trl.trl_internals import engine_awake
 
 
 def task_from_row(row: dict[str, Any]) -> ArcTask:
@@ -139,16 +140,17 @@ class ArcRollout:
         if rows is None or len(rows) != len(prompts):
             raise RuntimeError("ArcRollout must be used through ArcGRPOTrainer (it needs the dataset rows)")
         tasks = [task_from_row(row) for row in rows]
-        episodes = run_episodes(
-            tasks,
-            prompts,
-            TrainerGenerator(trainer),
-            trainer.processing_class,
-            self.pool,
-            self.settings,
-            trainer.chat_template_kwargs,
-            on_finished=self.on_finished,
-        )
+        with engine_awake(trainer):  # a sleep-mode engine: one weight push and one sleep per rollout, not per turn
+            episodes = run_episodes(
+                tasks,
+                prompts,
+                TrainerGenerator(trainer),
+                trainer.processing_class,
+                self.pool,
+                self.settings,
+                trainer.chat_template_kwargs,
+                on_finished=self.on_finished,
+            )
         self.last_episodes = episodes
         logprobs = None if any(ep.logprobs is None for ep in episodes) else [ep.logprobs for ep in episodes]
         return {
