@@ -1,6 +1,10 @@
 #!/usr/bin/env bash
-# The learning step before and after a change (.baseline/ = git archive of the commit before it), and the 8B recipe
-# with WITH_8B=1. Figures: docs/benchmarks.md and results/gpu_step_summary.json
-# (python benchmarks/step_summary.py --out results/gpu_step_summary.json --shape NAME BEFORE.json AFTER.json).
+# A step before and after a change (.baseline/ = git archive of the commit before it): the 0.6B learning step and the
+# learning subject's (SmolLM2) on one machine, the 8B recipe's (SPEED_8B=1) on another. Figures: docs/benchmarks.md
+# and docs/gpu_step_summary.json (python benchmarks/step_summary.py --out ... --shape NAME BEFORE.json AFTER.json).
 set -euo pipefail
-python -m arc_experiments.gpu speed --out "${1:?output folder}" ${WITH_8B:+--with-8b}
+if [ -n "${SPEED_8B:-}" ]; then
+  python -m arc_experiments.gpu speed8b --out "${1:?output folder}"
+else
+  python -m arc_experiments.gpu speed speed-subject --out "${1:?output folder}"
+fi

@@ -31,7 +31,7 @@ def main(argv: list[str] | None = None) -> int:
     )
     parser.add_argument("--variants", help="profile: comma-separated variants, e.g. base,mb32,mb32_sw16_tb32_pe")
     parser.add_argument("--configs", default="configs/gpu/learning", help="the learning experiment's configs")
-    parser.add_argument("--with-8b", action="store_true", help="speed: also the 8B recipe, before and after")
+    parser.add_argument("--variants-8b", help="speed8b: comma-separated variants of the 8B recipe, e.g. vllm55,tb16")
     parser.add_argument("--dry-run", action="store_true", help="print each stage's commands, run nothing")
     parser.add_argument("--list", action="store_true", help="list the stages")
     args = parser.parse_args(argv)
@@ -50,12 +50,13 @@ def main(argv: list[str] | None = None) -> int:
         only=args.only,
         steps=args.steps,
         limit=args.limit,
-        with_8b=args.with_8b,
         configs=args.configs,
         dry_run=args.dry_run,
     )
     if args.variants:
         ctx.variants = args.variants.split(",")
+    if args.variants_8b is not None:
+        ctx.variants_8b = [v for v in args.variants_8b.split(",") if v]
     if not ctx.dry_run:
         print(f"== {time.strftime('%Y-%m-%d %H:%M:%S', time.gmtime())} UTC | {header()}", flush=True)
     table = []

@@ -1,9 +1,11 @@
-"""Step profiles on a GPU (benchmarks/profile_step.py): the learning step before and after a change (`speed`) and
-for config variants that leave the loss unchanged (`profile`)."""
+"""Step profiles on a GPU (benchmarks/profile_step.py): a step before and after a change (`speed`: the 0.6B learning
+step, `speed-subject`: the learning subject's, `speed8b`: the 8B recipe's) and for config variants that leave the
+loss unchanged (`profile`)."""
 
 from __future__ import annotations
 
 import os
+from dataclasses import replace
 from pathlib import Path
 
 from arc_experiments.gpu.learning_stages import ensure_student
@@ -37,74 +39,79 @@ def _profile(ctx: Context, name: str, tree: Path, limit: int, *train_args: str, 
     )
 
 
-def speed(ctx: Context) -> int:
-    """The learning step before and after a change, one right after the other on this machine: the tree in
-    .baseline/ (`git archive COMMIT | tar -x -C .baseline`) and this checkout; with --with-8b the 8B recipe too."""
-    baseline = ROOT / ".baseline"
-    if not (baseline / "arc_trl").is_dir() and not ctx.dry_run:
+BASELINE = ROOT / ".baseline"  # the tree before a change: git archive COMMIT | tar -x -C .baseline
+SUBJECT_CONFIGS = "configs/gpu/smollm2"  # the learning subject: SmolLM2-135M-Instruct after SFT (docs/learning.md)
+
+
+def _learning_step(ctx: Context, student: str, config: str, learning_rate: str | None = "1e-5") -> list[str]:
+    """The learning config's step on `student` (the teacher: the student's own weights), seed 0; `learning_rate`
+    None keeps the config's."""
+    lr = ["--learning_rate", learning_rate] if learning_rate else []
+    return ["--config", config, "--model_name_or_path", student, "--teacher_model", student,
+            "--max_steps", str(ctx.steps or 6), "--seed", "0", "--collapse_guard", "off", *lr]
+
+
+def _recipe_8b_step(model: str, steps: int) -> list[str]:
+    """configs/qwen3-8b-1gpu-colocate.yaml as written on the random 8B shape, every turn forced to its cap."""
+    return ["--config", RECIPE_8B, "--model_name_or_path", model, "--max_steps", str(steps), "--report_to", "none",
+            "--save_strategy", "no", "--benchmark_full_turns", "true", "--collapse_guard", "off", "--seed", "0"]
+
+
+def _before_after(ctx: Context, name: str, limit: int, train_args: list[str]) -> list[int]:
+    """The same run from .baseline/ and from this checkout, one right after the other on this machine."""
+    if not (BASELINE / "arc_trl").is_dir() and not ctx.dry_run:
         raise SystemExit("speed: no .baseline/ tree (git archive COMMIT | tar -x -C .baseline)")
-    student = str(ctx.learning / "student")
+    return [_profile(ctx, f"{name}_{tree_name}", tree, limit, *train_args)
+            for tree_name, tree in (("baseline", BASELINE), ("after", ROOT))]
+
+
+def speed(ctx: Context) -> int:
+    """The 0.6B learning step before and after a change, one right after the other on this machine: the tree in
+    .baseline/ (`git archive COMMIT | tar -x -C .baseline`) and this checkout; the lock-step sandbox bench of each."""
     codes = [ensure_student(ctx)]
-    for tree_name, tree in (("baseline", baseline), ("after", ROOT)):
-        codes.append(
-            _profile(
-                ctx,
-                f"speed_06_{tree_name}",
-                tree,
-                300,
-                "--config",
-                GRPO,
-                "--model_name_or_path",
-                student,
-                "--teacher_model",
-                student,
-                "--max_steps",
-                str(ctx.steps or 6),
-                "--seed",
-                "0",
-                "--collapse_guard",
-                "off",
-                "--learning_rate",
-                "1e-5",
-            )
-        )
-        codes.append(
-            run(
-                ctx,
-                f"sandbox_lockstep_{tree_name}",
-                300,
-                [PY, "benchmarks/lockstep_sandbox_bench.py", "--code-root", str(tree)],
-            )
-        )
-    if ctx.with_8b:
-        code, model = shape_8b(ctx)
-        codes.append(code)
-        for tree_name, tree in (("baseline", baseline), ("after", ROOT)):
-            codes.append(
-                _profile(
-                    ctx,
-                    f"speed_8b_{tree_name}",
-                    tree,
-                    900,
-                    "--config",
-                    RECIPE_8B,
-                    "--model_name_or_path",
-                    model,
-                    "--max_steps",
-                    "3",
-                    "--report_to",
-                    "none",
-                    "--save_strategy",
-                    "no",
-                    "--benchmark_full_turns",
-                    "true",
-                    "--collapse_guard",
-                    "off",
-                    "--seed",
-                    "0",
-                )
-            )
+    codes += _before_after(ctx, "speed_06", 300, _learning_step(ctx, str(ctx.learning / "student"), GRPO))
+    for tree_name, tree in (("baseline", BASELINE), ("after", ROOT)):
+        codes.append(run(ctx, f"sandbox_lockstep_{tree_name}", 300,
+                         [PY, "benchmarks/lockstep_sandbox_bench.py", "--code-root", str(tree)]))
     return failed(*codes)
+
+
+def speed_subject(ctx: Context) -> int:
+    """The learning subject's step (configs/gpu/smollm2: the pretrained SmolLM2 after SFT, imported from its PyPI
+    GGUF) before and after a change, as `speed` measures the 0.6B one."""
+    subject = replace(ctx, configs=SUBJECT_CONFIGS)
+    codes = [ensure_student(subject)]
+    config = f"{SUBJECT_CONFIGS}/grpo-opd.yaml"
+    codes += _before_after(ctx, "speed_subject", 300, _learning_step(ctx, str(subject.learning / "student"), config))
+    return failed(*codes)
+
+
+VARIANT_ARGS_8B = {
+    "vllm55": ["--vllm_gpu_memory_utilization", "0.55"],
+    "vllm60": ["--vllm_gpu_memory_utilization", "0.6"],
+    "tb16": ["--teacher_batch_size", "16"],
+}
+
+
+def speed_8b(ctx: Context) -> int:
+    """The 8B recipe's step before and after a change (.baseline/ and this checkout, 3 steps each), then this
+    checkout with each of `--variants-8b` (parts joined by _: vllm55, vllm60, tb16), its 4th step under
+    torch.profiler."""
+    code, model = shape_8b(ctx)
+    codes = [code, *_before_after(ctx, "speed_8b", 900, _recipe_8b_step(model, 3))]
+    for variant in ctx.variants_8b:
+        extra = _variant_args(variant, VARIANT_ARGS_8B)
+        codes.append(_profile(ctx, f"speed_8b_{variant}", ROOT, 900, *_recipe_8b_step(model, 4), *extra,
+                              torch_step=4))
+    return failed(*codes)
+
+
+def _variant_args(variant: str, known: dict[str, list[str]]) -> list[str]:
+    parts = [p for p in variant.split("_") if p != "base"]
+    unknown = [p for p in parts if p not in known]
+    if unknown:
+        raise SystemExit(f"unknown variant part(s) {unknown} in {variant!r}; known: base, {', '.join(known)}")
+    return [arg for p in parts for arg in known[p]]
 
 
 VARIANT_ARGS = {
@@ -114,40 +121,17 @@ VARIANT_ARGS = {
     "tb32": ["--teacher_batch_size", "32"],
     "pe": ["--rollout_scheduling", "per_episode"],
     "nois": ["--vllm_importance_sampling_correction", "false"],
+    "nogc": ["--gradient_checkpointing", "false"],
 }
 
 
 def profile(ctx: Context) -> int:
     """Sub-phase profiles of the 0.6B learning step for config variants that leave the loss unchanged (`--variants`:
-    base, or parts joined by _: mb32, mb64, sw16, tb32, pe, nois); the teacher is the student's weights."""
-    student, steps = str(ctx.learning / "student"), ctx.steps or 6
+    base, or parts joined by _: mb32, mb64, sw16, tb32, pe, nois, nogc); the teacher is the student's weights."""
+    student = str(ctx.learning / "student")
     codes = [ensure_student(ctx)]
     for variant in ctx.variants:
-        parts = [p for p in variant.split("_") if p != "base"]
-        unknown = [p for p in parts if p not in VARIANT_ARGS]
-        if unknown:
-            raise SystemExit(f"profile: unknown variant part(s) {unknown}; known: base, {', '.join(VARIANT_ARGS)}")
-        extra = [arg for p in parts for arg in VARIANT_ARGS[p]]
-        codes.append(
-            _profile(
-                ctx,
-                f"profile_{variant}",
-                ROOT,
-                300,
-                "--config",
-                GRPO,
-                "--model_name_or_path",
-                student,
-                "--teacher_model",
-                student,
-                "--max_steps",
-                str(steps),
-                "--seed",
-                "0",
-                "--collapse_guard",
-                "off",
-                *extra,
-                torch_step=steps,
-            )
-        )
+        extra = _variant_args(variant, VARIANT_ARGS)
+        codes.append(_profile(ctx, f"profile_{variant}", ROOT, 300, *_learning_step(ctx, student, GRPO, None), *extra,
+                              torch_step=ctx.steps or 6))
     return failed(*codes)

@@ -35,7 +35,7 @@ class Context:
     steps: int | None = None  # optimizer steps of the measuring runs (each stage has its default)
     limit: int = 570  # seconds for a stage's main command
     variants: list[str] = field(default_factory=lambda: ["base", "mb32", "mb64", "mb32_sw16_tb32", "mb32_sw16_tb32_pe"])
-    with_8b: bool = False  # speed: also the 8B recipe
+    variants_8b: list[str] = field(default_factory=lambda: ["vllm55"])  # speed8b: variants of the 8B recipe
     configs: str = "configs/gpu/learning"  # the learning experiment's profile (configs/gpu/smollm2: a pretrained LM)
     dry_run: bool = False
     commands: list[list[str]] = field(default_factory=list)  # every command run (or printed), in order

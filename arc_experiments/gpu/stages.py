@@ -35,6 +35,8 @@ STAGES: dict[str, Stage] = {
     "collapse": collapse.collapse,
     "collapse8b": collapse.collapse_8b,
     "speed": profile.speed,
+    "speed-subject": profile.speed_subject,
+    "speed8b": profile.speed_8b,
     "profile": profile.profile,
 }
 

@@ -80,6 +80,34 @@ def test_profile_variants_become_their_flags_and_unknown_ones_are_named(tmp_path
         _dry(tmp_path, "profile", variants=["mb33"])
 
 
+def test_speed_stages_run_the_same_command_from_the_baseline_tree_then_this_one(tmp_path):
+    """speed / speed-subject / speed8b: one profile_step.py command per tree, the same train arguments (but for the
+    output folders), baseline first; speed8b's variants add their flags and a torch-profiled 4th step."""
+    ctx = _dry(tmp_path, "speed", "speed-subject", "speed8b")
+    runs = [c for c in ctx.commands if "benchmarks/profile_step.py" in c]
+
+    def train_args(command):
+        args = command[command.index("--") + 1:]
+        return [a for a in args if not a.startswith(str(tmp_path))]
+
+    names = [Path(c[c.index("--out") + 1]).stem for c in runs]
+    assert names == ["speed_06_baseline", "speed_06_after", "speed_subject_baseline", "speed_subject_after",
+                     "speed_8b_baseline", "speed_8b_after", "speed_8b_vllm55"]
+    for before, after in zip(runs[0:6:2], runs[1:6:2]):
+        assert train_args(before) == train_args(after)
+    subject = runs[2]
+    assert subject[subject.index("--config") + 1] == "configs/gpu/smollm2/grpo-opd.yaml"
+    assert subject[subject.index("--model_name_or_path") + 1].endswith("smollm2/student")
+    recipe = runs[4]
+    assert recipe[recipe.index("--config") + 1] == "configs/qwen3-8b-1gpu-colocate.yaml"
+    assert "--benchmark_full_turns" in recipe and recipe[recipe.index("--max_steps") + 1] == "3"
+    variant = runs[6]
+    assert variant[variant.index("--vllm_gpu_memory_utilization") + 1] == "0.55"
+    assert variant[variant.index("--torch-profile-step") + 1] == "4" and variant[variant.index("--max_steps") + 1] == "4"
+    with pytest.raises(SystemExit, match="unknown variant part"):
+        _dry(tmp_path, "speed8b", variants_8b=["vllm50"])
+
+
 def test_unknown_stage_is_refused_with_the_list(capsys):
     with pytest.raises(SystemExit):
         main(["warp", "--out", "x"])
