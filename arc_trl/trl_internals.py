@@ -171,7 +171,7 @@ def engine_awake(trainer):
     t+1, which extends turn t's tokens, finds them in vLLM's prefix cache. The same sampler, weights and settings: only
     the work changes. A no-op without vLLM, in server mode, or without sleep mode."""
     vg = getattr(trainer, "vllm_generation", None) if getattr(trainer, "use_vllm", False) else None
-    if vg is None or vg.mode != "colocate" or not vg.enable_sleep_mode:
+    if vg is None or getattr(vg, "mode", None) != "colocate" or not getattr(vg, "enable_sleep_mode", False):
         yield
         return
     sleep_again = wake_for_stream(vg)
