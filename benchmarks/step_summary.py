@@ -3,7 +3,8 @@ the baseline run before it, measured on one GPU machine one right after the othe
 
     python benchmarks/step_summary.py --date 2026-11-24 --out results/gpu_step_summary.json \\
         --shape qwen3_0.6b_learning BASELINE.json AFTER.json --shape qwen3_8b_recipe BASELINE.json AFTER.json
-    (`--not-measured NAME=WHY` records a shape that has no before/after run yet.)
+    (`--not-measured NAME=WHY` records a shape that has no before/after run yet; `--target NAME=step_s=45,train_mfu=0.3`
+    records a shape's target and whether the run after the change met it.)
 
 Figures are means over the steps after the first (warm-up) that did not run under torch.profiler. `train_mfu` is the
 step's MFU over the training phase alone (`mfu x time/step / time/train`; the same FLOP count).
@@ -50,8 +51,36 @@ def shape_figures(profile: dict[str, Any], skip_first: int = 1) -> dict[str, Any
     }
 
 
-def summary(shapes: dict[str, tuple[dict, dict]], date: str, commands: dict[str, str] | None = None) -> dict:
-    """The summary of each shape's (baseline, after) profiles; `baseline_*` keys hold the run before the change."""
+def parse_target(text: str) -> dict[str, float]:
+    """`step_s=45,train_mfu=0.3,peak_gib=70` -> the bounds of a shape's target (step and peak: at most; MFU: at
+    least)."""
+    bounds = {}
+    for item in text.split(","):
+        key, _, value = item.partition("=")
+        if key not in TARGET_KEYS:
+            raise ValueError(f"target {text!r}: unknown key {key!r} (known: {', '.join(TARGET_KEYS)})")
+        bounds[key] = float(value)
+    return bounds
+
+
+TARGET_KEYS = ("step_s", "train_mfu", "peak_gib")  # step_s and peak_gib: at most; train_mfu: at least
+
+
+def target_verdicts(row: dict[str, Any], bounds: dict[str, float]) -> dict[str, Any]:
+    """`target_*` (the bound) and `target_*_met` of each bounded figure, and `target_met` (all of them)."""
+    out: dict[str, Any] = {}
+    for key, bound in bounds.items():
+        value = row.get(key)
+        met = value is not None and (value >= bound if key == "train_mfu" else value <= bound)
+        out[f"target_{key}"], out[f"target_{key}_met"] = bound, met
+    out["target_met"] = all(out[f"target_{key}_met"] for key in bounds)
+    return out
+
+
+def summary(shapes: dict[str, tuple[dict, dict]], date: str, commands: dict[str, str] | None = None,
+            targets: dict[str, dict[str, float]] | None = None) -> dict:
+    """The summary of each shape's (baseline, after) profiles; `baseline_*` keys hold the run before the change,
+    `target_*` the shape's target (`targets`) and whether the run after the change met it."""
     out: dict[str, Any] = {}
     for name, (baseline, after) in shapes.items():
         now, before = shape_figures(after), shape_figures(baseline)
@@ -64,6 +93,8 @@ def summary(shapes: dict[str, tuple[dict, dict]], date: str, commands: dict[str,
             "speedup": round(before["step_s"] / now["step_s"], 3) if now["step_s"] else None,
             "command": (commands or {}).get(name),
         }
+        if (targets or {}).get(name):
+            out[name].update(target_verdicts(out[name], targets[name]))
     return out
 
 
@@ -75,17 +106,23 @@ def main() -> None:
                    help="the command that produced a shape's figures")
     p.add_argument("--not-measured", action="append", default=[], metavar="NAME=WHY",
                    help="a shape without a before/after run, and why (written as such, no figures)")
+    p.add_argument("--target", action="append", default=[], metavar="NAME=KEY=V[,KEY=V]",
+                   help="a shape's target, e.g. qwen3_8b_recipe=step_s=45,train_mfu=0.3,peak_gib=70")
     p.add_argument("--out", required=True)
     a = p.parse_args()
     shapes = {name: (json.loads(Path(b).read_text()), json.loads(Path(x).read_text())) for name, b, x in a.shape}
     commands = dict(item.split("=", 1) for item in a.command)
-    result = summary(shapes, a.date, commands)
+    targets = {name: parse_target(bounds) for name, bounds in (item.split("=", 1) for item in a.target)}
+    unknown = sorted(set(targets) - set(shapes))
+    if unknown:
+        p.error(f"--target for shapes without a --shape: {unknown}")
+    result = summary(shapes, a.date, commands, targets)
     missing = {name: {"not_measured": why} for name, why in (item.split("=", 1) for item in a.not_measured)}
     Path(a.out).write_text(json.dumps(result | missing, indent=1) + "\n")
     for name, row in result.items():
         print(f"{name}: {row['baseline_step_s']} s -> {row['step_s']} s ({row['speedup']}x), train MFU "
               f"{row['baseline_train_mfu']} -> {row['train_mfu']}, peak {row['baseline_peak_gib']} -> {row['peak_gib']} "
-              f"GiB on {row['device']}")
+              f"GiB on {row['device']}" + ("" if "target_met" not in row else f"; target met: {row['target_met']}"))
 
 
 if __name__ == "__main__":

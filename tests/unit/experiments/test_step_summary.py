@@ -45,3 +45,16 @@ def test_summary_refuses_runs_from_different_devices():
 def test_a_profile_without_measured_steps_is_an_error_naming_the_run():
     with pytest.raises(ValueError, match="x.yaml"):
         step_summary.shape_figures(_profile([1.0], [1.0]))
+
+
+def test_targets_are_bounds_on_the_run_after_the_change():
+    """step_s and peak_gib are upper bounds, train_mfu a lower bound; target_met needs all of them."""
+    after = _profile([15.0, 5.0, 4.0, 40.0], [9.0, 2.0, 2.0, 30.0], peak=31.5)  # step 4.5 s, train MFU 0.1125
+    pair = {"s": (_profile([20.0, 8.0, 8.0, 50.0], [10.0, 4.0, 4.0, 40.0]), after)}
+    met = step_summary.summary(pair, "d", targets={"s": step_summary.parse_target("step_s=4.5,train_mfu=0.1,peak_gib=32")})
+    assert met["s"]["target_step_s"] == 4.5 and met["s"]["target_step_s_met"] and met["s"]["target_met"]
+    missed = step_summary.summary(pair, "d", targets={"s": {"step_s": 4.4, "train_mfu": 0.2}})["s"]
+    assert not missed["target_step_s_met"] and not missed["target_train_mfu_met"] and not missed["target_met"]
+    assert "target_met" not in step_summary.summary(pair, "d")["s"]
+    with pytest.raises(ValueError, match="unknown key 'mfu'"):
+        step_summary.parse_target("mfu=0.3")
