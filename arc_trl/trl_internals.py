@@ -169,12 +169,15 @@ def engine_awake(trainer):
     discarded), so a lock-step rollout of T turns re-pushed the weights T times and re-prefilled every episode's whole
     context at each turn. Inside this block the weights are pushed once and the engine sleeps once, at the end: turn
     t+1, which extends turn t's tokens, finds them in vLLM's prefix cache. The same sampler, weights and settings: only
-    the work changes. A no-op without vLLM, in server mode, or without sleep mode."""
+    the work changes. The weights of this step are pushed first unless they are there (TRL's rollout_func path has
+    pushed them; an evaluation callback's has not). A no-op without vLLM, in server mode, or without sleep mode.
+    Collective, like the rollout: every process enters it."""
     vg = getattr(trainer, "vllm_generation", None) if getattr(trainer, "use_vllm", False) else None
     if vg is None or getattr(vg, "mode", None) != "colocate" or not getattr(vg, "enable_sleep_mode", False):
         yield
         return
-    sleep_again = wake_for_stream(vg)
+    sync_weights_once_per_step(trainer)
+    sleep_again = wake_for_stream(vg)  # the weights again if they slept since (a second rollout in one step)
     vg.enable_sleep_mode = False  # VLLMGeneration.generate: no wake before, no sleep after, each call
     try:
         yield

@@ -51,6 +51,9 @@ def shape_figures(profile: dict[str, Any], skip_first: int = 1) -> dict[str, Any
     }
 
 
+TARGET_KEYS = ("step_s", "train_mfu", "peak_gib")  # step_s and peak_gib: at most; train_mfu: at least
+
+
 def parse_target(text: str) -> dict[str, float]:
     """`step_s=45,train_mfu=0.3,peak_gib=70` -> the bounds of a shape's target (step and peak: at most; MFU: at
     least)."""
@@ -59,11 +62,11 @@ def parse_target(text: str) -> dict[str, float]:
         key, _, value = item.partition("=")
         if key not in TARGET_KEYS:
             raise ValueError(f"target {text!r}: unknown key {key!r} (known: {', '.join(TARGET_KEYS)})")
-        bounds[key] = float(value)
+        try:
+            bounds[key] = float(value)
+        except ValueError:
+            raise ValueError(f"target {text!r}: {key} needs a number, got {value!r}") from None
     return bounds
-
-
-TARGET_KEYS = ("step_s", "train_mfu", "peak_gib")  # step_s and peak_gib: at most; train_mfu: at least
 
 
 def target_verdicts(row: dict[str, Any], bounds: dict[str, float]) -> dict[str, Any]:
@@ -112,7 +115,10 @@ def main() -> None:
     a = p.parse_args()
     shapes = {name: (json.loads(Path(b).read_text()), json.loads(Path(x).read_text())) for name, b, x in a.shape}
     commands = dict(item.split("=", 1) for item in a.command)
-    targets = {name: parse_target(bounds) for name, bounds in (item.split("=", 1) for item in a.target)}
+    try:
+        targets = {name: parse_target(bounds) for name, _, bounds in (item.partition("=") for item in a.target)}
+    except ValueError as error:
+        p.error(str(error))
     unknown = sorted(set(targets) - set(shapes))
     if unknown:
         p.error(f"--target for shapes without a --shape: {unknown}")

@@ -36,7 +36,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--list", action="store_true", help="list the stages")
     args = parser.parse_args(argv)
     if args.list or not args.stages:
-        print("\n".join(f"{name:<11} {describe(name)}" for name in STAGES))
+        width = max(map(len, STAGES))
+        print("\n".join(f"{name:<{width}} {describe(name)}" for name in STAGES))
         return 0
     unknown = [s for s in args.stages if s not in STAGES]
     if unknown:
@@ -73,7 +74,8 @@ def main(argv: list[str] | None = None) -> int:
                 code = 1
             table.append((name, code, time.time() - started))
             collect(ctx)
-    print("\n".join(["stage        rc   seconds", *(f"{n:<11} {c:>3} {s:>9.0f}" for n, c, s in table)]))
+    width = max(len("stage"), *(len(n) for n, _, _ in table))
+    print("\n".join([f"{'stage':<{width}}  rc   seconds", *(f"{n:<{width}} {c:>3} {s:>9.0f}" for n, c, s in table)]))
     return next((c for _, c, _ in table if c), 0)
 
 

@@ -57,10 +57,14 @@ def _recipe_8b_step(model: str, steps: int) -> list[str]:
             "--save_strategy", "no", "--benchmark_full_turns", "true", "--collapse_guard", "off", "--seed", "0"]
 
 
+def _need_baseline(ctx: Context, stage: str) -> None:
+    """Before any work: a before/after stage needs the tree before the change."""
+    if not (BASELINE / "arc_trl").is_dir() and not ctx.dry_run:
+        raise SystemExit(f"{stage}: no .baseline/ tree (git archive COMMIT | tar -x -C .baseline)")
+
+
 def _before_after(ctx: Context, name: str, limit: int, train_args: list[str]) -> list[int]:
     """The same run from .baseline/ and from this checkout, one right after the other on this machine."""
-    if not (BASELINE / "arc_trl").is_dir() and not ctx.dry_run:
-        raise SystemExit("speed: no .baseline/ tree (git archive COMMIT | tar -x -C .baseline)")
     return [_profile(ctx, f"{name}_{tree_name}", tree, limit, *train_args)
             for tree_name, tree in (("baseline", BASELINE), ("after", ROOT))]
 
@@ -68,6 +72,7 @@ def _before_after(ctx: Context, name: str, limit: int, train_args: list[str]) ->
 def speed(ctx: Context) -> int:
     """The 0.6B learning step before and after a change, one right after the other on this machine: the tree in
     .baseline/ (`git archive COMMIT | tar -x -C .baseline`) and this checkout; the lock-step sandbox bench of each."""
+    _need_baseline(ctx, "speed")
     codes = [ensure_student(ctx)]
     codes += _before_after(ctx, "speed_06", 300, _learning_step(ctx, str(ctx.learning / "student"), GRPO))
     for tree_name, tree in (("baseline", BASELINE), ("after", ROOT)):
@@ -79,6 +84,7 @@ def speed(ctx: Context) -> int:
 def speed_subject(ctx: Context) -> int:
     """The learning subject's step (configs/gpu/smollm2: the pretrained SmolLM2 after SFT, imported from its PyPI
     GGUF) before and after a change, as `speed` measures the 0.6B one."""
+    _need_baseline(ctx, "speed-subject")
     subject = replace(ctx, configs=SUBJECT_CONFIGS)
     codes = [ensure_student(subject)]
     config = f"{SUBJECT_CONFIGS}/grpo-opd.yaml"
@@ -97,16 +103,18 @@ def speed_8b(ctx: Context) -> int:
     """The 8B recipe's step before and after a change (.baseline/ and this checkout, 3 steps each), then this
     checkout with each of `--variants-8b` (parts joined by _: vllm55, vllm60, tb16), its 4th step under
     torch.profiler."""
+    _need_baseline(ctx, "speed8b")
+    variants = {variant: _variant_args(variant, VARIANT_ARGS_8B) for variant in ctx.variants_8b}  # unknown: stop now
     code, model = shape_8b(ctx)
     codes = [code, *_before_after(ctx, "speed_8b", 900, _recipe_8b_step(model, 3))]
-    for variant in ctx.variants_8b:
-        extra = _variant_args(variant, VARIANT_ARGS_8B)
+    for variant, extra in variants.items():
         codes.append(_profile(ctx, f"speed_8b_{variant}", ROOT, 900, *_recipe_8b_step(model, 4), *extra,
                               torch_step=4))
     return failed(*codes)
 
 
 def _variant_args(variant: str, known: dict[str, list[str]]) -> list[str]:
+    """The flags of a variant (parts joined by _, `base` adds none); an unknown part stops the stage."""
     parts = [p for p in variant.split("_") if p != "base"]
     unknown = [p for p in parts if p not in known]
     if unknown:
@@ -129,9 +137,9 @@ def profile(ctx: Context) -> int:
     """Sub-phase profiles of the 0.6B learning step for config variants that leave the loss unchanged (`--variants`:
     base, or parts joined by _: mb32, mb64, sw16, tb32, pe, nois, nogc); the teacher is the student's weights."""
     student = str(ctx.learning / "student")
+    variants = {variant: _variant_args(variant, VARIANT_ARGS) for variant in ctx.variants}  # unknown: stop now
     codes = [ensure_student(ctx)]
-    for variant in ctx.variants:
-        extra = _variant_args(variant, VARIANT_ARGS)
+    for variant, extra in variants.items():
         codes.append(_profile(ctx, f"profile_{variant}", ROOT, 300, *_learning_step(ctx, student, GRPO, None), *extra,
                               torch_step=ctx.steps or 6))
     return failed(*codes)

@@ -121,12 +121,14 @@ class ArcEvalCallback(TrainerCallback):
         from arc_trl.eval.score import score_attempt
         from arc_trl.rewards.modes import compute_reward
         from arc_trl.rollout import TrainerGenerator, run_episodes
+        from arc_trl.trl_internals import engine_awake
 
         trainer = self.trainer
         tasks = [self.tasks[t] for t, _ in part]
-        episodes = run_episodes(tasks, [self.prompts[t] for t, _ in part], TrainerGenerator(trainer),
-                                trainer.processing_class, trainer.sandbox_pool, trainer.rollout.settings,
-                                trainer.chat_template_kwargs)
+        with engine_awake(trainer):  # a sleep-mode engine: one weight push and one sleep per batch, not per turn
+            episodes = run_episodes(tasks, [self.prompts[t] for t, _ in part], TrainerGenerator(trainer),
+                                    trainer.processing_class, trainer.sandbox_pool, trainer.rollout.settings,
+                                    trainer.chat_template_kwargs)
         if dummy:  # this process had no attempt left; it only joined the collective generation calls
             return []
         arc = trainer.arc_config

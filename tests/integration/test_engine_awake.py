@@ -165,3 +165,39 @@ def test_engine_sleeps_when_a_turn_fails(tiny_model_dir, tmp_path):
         assert trainer.vllm_generation._llm_weights_sleeping is True
     finally:
         trainer.close()
+
+
+def test_a_second_rollout_in_the_same_step_pushes_the_weights_again(tiny_model_dir, tmp_path):
+    """The first rollout ends with the weights discarded (level-2 sleep); a second one in the same step (TRL does not
+    push again: the step is unchanged) must re-push them before it generates."""
+    trainer, engine = _trainer(tiny_model_dir, tmp_path, CODE)
+    try:
+        _rollout(trainer)
+        first = len(engine.calls)
+        _rollout(trainer)
+        assert engine.calls[first:first + 4] == [("wake_up", ("weights",)), ("load_weights",), ("reset_prefix_cache",),
+                                                 ("wake_up", ("kv_cache",))]
+        assert engine.calls[-1] == ("sleep", 2)
+    finally:
+        trainer.close()
+
+
+def test_outside_trls_rollout_path_the_weights_of_a_new_step_are_pushed_once(tiny_model_dir, tmp_path):
+    """An evaluation callback's episodes (`run_episodes` inside `engine_awake`, no TRL `_generate` before them) at a
+    new step: the weights are pushed once, on entry, and the step is recorded so the turns do not push them again."""
+    from arc_trl.rollout import TrainerGenerator, run_episodes
+    from arc_trl.rollout.arc_rollout import task_from_row
+    from arc_trl.trl_internals import engine_awake
+
+    trainer, engine = _trainer(tiny_model_dir, tmp_path, CODE)
+    try:
+        rows = [trainer.train_dataset[i] for i in (0, 1)]
+        with engine_awake(trainer):
+            run_episodes([task_from_row(r) for r in rows], [r["prompt"] for r in rows], TrainerGenerator(trainer),
+                         trainer.processing_class, trainer.sandbox_pool, trainer.rollout.settings,
+                         trainer.chat_template_kwargs)
+        assert engine.calls == [("wake_up", ("weights",)), ("load_weights",), ("reset_prefix_cache",),
+                                ("wake_up", ("kv_cache",)), *[("generate", 2)] * TURNS, ("sleep", 2)]
+        assert trainer._last_loaded_step == trainer.state.global_step
+    finally:
+        trainer.close()

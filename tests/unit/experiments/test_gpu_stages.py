@@ -104,8 +104,21 @@ def test_speed_stages_run_the_same_command_from_the_baseline_tree_then_this_one(
     variant = runs[6]
     assert variant[variant.index("--vllm_gpu_memory_utilization") + 1] == "0.55"
     assert variant[variant.index("--torch-profile-step") + 1] == "4" and variant[variant.index("--max_steps") + 1] == "4"
+    stopped = Context(out=tmp_path / "out", work=tmp_path / "work", dry_run=True, variants_8b=["vllm50"])
     with pytest.raises(SystemExit, match="unknown variant part"):
-        _dry(tmp_path, "speed8b", variants_8b=["vllm50"])
+        stages_mod.STAGES["speed8b"](stopped)
+    assert stopped.commands == []  # before building the 8B shape
+
+
+@pytest.mark.parametrize("name", ["speed", "speed-subject", "speed8b"])
+def test_speed_stages_without_a_baseline_tree_stop_before_any_work(tmp_path, monkeypatch, name):
+    from arc_experiments.gpu import profile_stages
+
+    monkeypatch.setattr(profile_stages, "BASELINE", tmp_path / "no-baseline")
+    ctx = Context(out=tmp_path / "out", work=tmp_path / "work")
+    with pytest.raises(SystemExit, match=f"{name}: no .baseline/ tree"):
+        stages_mod.STAGES[name](ctx)
+    assert ctx.commands == [] and not (tmp_path / "work").exists()
 
 
 def test_unknown_stage_is_refused_with_the_list(capsys):

@@ -58,3 +58,5 @@ def test_targets_are_bounds_on_the_run_after_the_change():
     assert "target_met" not in step_summary.summary(pair, "d")["s"]
     with pytest.raises(ValueError, match="unknown key 'mfu'"):
         step_summary.parse_target("mfu=0.3")
+    with pytest.raises(ValueError, match="step_s needs a number, got '45s'"):
+        step_summary.parse_target("step_s=45s")
