@@ -41,8 +41,12 @@ def pool():
 
 @contextmanager
 def busy_process_on(cpu: int) -> Iterator[None]:
-    """A competing process that spins on core `cpu` for the duration."""
-    proc = subprocess.Popen([sys.executable, "-c", "while True:\n    pass"])
+    """A competing process that spins on core `cpu` for the duration.
+
+    It runs in a session of its own, as a sandbox session does (`setsid`): with the kernel's per-session fair share
+    (autogroup), a competitor left in pytest's session shares that session's weight with whatever else pytest runs
+    on the other cores (a second `pytest -n` worker), and the sandbox then got ~70% of the core instead of half."""
+    proc = subprocess.Popen([sys.executable, "-c", "while True:\n    pass"], start_new_session=True)
     try:
         os.sched_setaffinity(proc.pid, {cpu})
         time.sleep(0.3)  # let it start spinning
