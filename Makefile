@@ -27,12 +27,9 @@ demo: setup
 demo-learning: setup
 	$(PY) -m arc_experiments.learning --fresh --ablation
 
-# The whole suite (CI's command): unit tests and the integration tests that train, sample and serve on CPU, on
-# TEST_WORKERS processes, each pinned to its share of the cores, a test module to a worker, the longest module first
-# (tests/conftest.py). TEST_WORKERS=0 runs it in this one process.
-TEST_WORKERS ?= 2
+# The whole suite (CI's command): unit tests, then the integration tests that train, sample and serve on CPU.
 test: setup
-	$(PY) -m pytest -q -n $(TEST_WORKERS) --dist loadfile --no-loadscope-reorder tests
+	$(PY) -m pytest -q tests
 
 # The edit loop: the unit tests alone (tests/unit, ~1.5 min on 2 cores).
 test-fast: setup

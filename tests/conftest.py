@@ -12,49 +12,7 @@ os.environ.setdefault("WANDB_MODE", "offline")
 os.environ.setdefault("TRL_EXPERIMENTAL_SILENCE", "1")  # rollout_func is "experimental" in TRL 1.16
 os.environ.setdefault("VLLM_CPU_KVCACHE_SPACE", "1")  # GiB of KV cache per CPU engine
 
-
-def _pin_xdist_worker() -> None:
-    """Under `pytest -n N` (make test: N=2), give worker i its own share of the cores, for it and what it starts.
-
-    Unpinned, two workers' vLLM-CPU engines each bind OpenMP threads to every core and spin against each other
-    (an engine test took 5x as long); pinned, each worker is a smaller machine of its own. vLLM's engine binds to the
-    same cores (VLLM_CPU_OMP_THREADS_BIND); a plain `pytest` run (no worker) is left as it is."""
-    worker, count = os.environ.get("PYTEST_XDIST_WORKER"), int(os.environ.get("PYTEST_XDIST_WORKER_COUNT", "0"))
-    if not worker or not hasattr(os, "sched_setaffinity"):
-        return
-    cpus = sorted(os.sched_getaffinity(0))
-    if count > len(cpus):
-        return  # more workers than cores: nothing to share out
-    mine = cpus[int(worker.removeprefix("gw")) % count::count]
-    os.sched_setaffinity(0, mine)
-    os.environ.setdefault("VLLM_CPU_OMP_THREADS_BIND", ",".join(map(str, mine)))
-
-
-_pin_xdist_worker()
-
 from arc_trl.data.task import ArcTask, Pair
-
-SLOW_DEFAULT_S = 30  # `@pytest.mark.slow` alone: "takes more than ~30 s" (pyproject's marker text)
-
-
-def _slow_seconds(item) -> float:
-    """The rough duration a test declares with `@pytest.mark.slow(seconds=...)`; 0 for a test not marked slow."""
-    marker = item.get_closest_marker("slow")
-    return 0.0 if marker is None else float(marker.kwargs.get("seconds", SLOW_DEFAULT_S))
-
-
-def pytest_collection_modifyitems(config, items):
-    """Longest modules first, each module's tests kept together and in order.
-
-    `make test` runs the suite on two workers, a module to a worker (`-n 2 --dist loadfile --no-loadscope-reorder`);
-    a module holding a long test (`test_learning`, ~6 min on 2 cores) must start at once, not last, or the suite
-    waits on it alone. Modules are ranked by their longest declared `slow` test; the rest keep collection order
-    (the sort is stable), so a plain `pytest` run is only reordered, never changed."""
-    longest: dict[str, float] = {}
-    for item in items:
-        module = item.nodeid.split("::")[0]
-        longest[module] = max(longest.get(module, 0.0), _slow_seconds(item))
-    items.sort(key=lambda item: -longest[item.nodeid.split("::")[0]])
 
 
 @pytest.fixture(scope="session")

@@ -202,7 +202,6 @@ def test_after_a_rollback_the_first_step_samples_afresh_not_from_the_buffered_ba
     assert trainer.generations == [(0, 0), (0, 2), (1, 0), (1, 2)], trainer.generations
 
 
-@pytest.mark.slow
 @pytest.mark.vllm
 def test_rollback_keeps_the_colocated_vllm_engine_and_syncs_it_the_checkpoint_weights(tiny_model_dir, tmp_path,
                                                                                     monkeypatch, built):

@@ -6,7 +6,6 @@ import json
 import sys
 from pathlib import Path
 
-import pytest
 import yaml
 
 from arc_trl.launch.launchers import run_sweep
@@ -14,7 +13,6 @@ from arc_trl.launch.launchers import run_sweep
 ROOT = Path(__file__).resolve().parents[2]
 
 
-@pytest.mark.slow
 def test_two_run_sweep_of_the_tiny_cpu_config_runs_and_a_rerun_skips_both(tiny_model_dir, tmp_path):
     sweep = tmp_path / "sweep.yaml"
     sweep.write_text(yaml.safe_dump({

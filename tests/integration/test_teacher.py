@@ -83,7 +83,6 @@ def _lora_trainer(model_dir, out, temperature: float = 1.0, **arc_overrides):
                           peft_config=lora)
 
 
-@pytest.mark.slow
 @pytest.mark.vllm
 def test_vllm_teacher_server_logprobs_equal_a_transformers_forward(memorized_model_dir, memorized_task, tmp_path):
     """A real vLLM OpenAI server (CPU) started here scores sequences like a transformers forward of the same model;
@@ -182,7 +181,6 @@ def test_privileged_teacher_scores_the_same_completion_tokens(tiny_model_dir, me
         trainer.close()
 
 
-@pytest.mark.slow(seconds=100)
 def test_pure_distillation_lowers_teacher_kl(tiny_model_dir, memorized_model_dir, memorized_task, tmp_path):
     """adv_tau = 0: only the teacher term drives learning; a student that differs from the teacher (the same
     episode memorised for fewer steps) moves towards it, so the mean teacher_kl falls clearly (fixed seed)."""
