@@ -44,8 +44,8 @@ def busy_process_on(cpu: int) -> Iterator[None]:
     """A competing process that spins on core `cpu` for the duration.
 
     It runs in a session of its own, as a sandbox session does (`setsid`): with the kernel's per-session fair share
-    (autogroup), a competitor left in pytest's session shares that session's weight with whatever else pytest runs
-    on the other cores (a second `pytest -n` worker), and the sandbox then got ~70% of the core instead of half."""
+    (autogroup), a competitor left in pytest's session shares that session's weight with whatever else the session
+    runs on the other cores (a parallel test worker, say), and the sandbox then got ~70% of the core instead of half."""
     proc = subprocess.Popen([sys.executable, "-c", "while True:\n    pass"], start_new_session=True)
     try:
         os.sched_setaffinity(proc.pid, {cpu})
