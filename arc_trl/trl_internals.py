@@ -17,6 +17,8 @@ TRL or vLLM upgrade is checked in this file (and its two module-level patches, b
 - `sync_weights_once_per_step`: `GRPOTrainer._last_loaded_step`, the step whose weights vLLM holds;
 - `wake_for_stream`: `VLLMGeneration._llm_weights_sleeping`, the sleep-mode state of a colocated engine;
 - `engine_awake`: the same state and `VLLMGeneration.enable_sleep_mode`, held for the turns of one rollout;
+- `lossless_lora_sync`: `VLLMGeneration._iter_named_params` (and its `_dist`, `_fix_param_name_to_vllm`), replaced
+  on the instance for a PEFT LoRA policy: merged weights computed out of place, the base never written;
 - `stream_client`: this process's own `VLLMClient` for per-episode requests, kept on the trainer
   (`_arc_stream_client`);
 - `engine_prompt`: vLLM's `LLM._preprocess_cmpl_one`, how `LLM.generate` renders a token prompt;
@@ -184,6 +186,38 @@ def engine_awake(trainer):
     finally:
         vg.enable_sleep_mode = True
         sleep_again()
+
+
+def lossless_lora_sync(vllm_generation) -> str | None:
+    """Make the weight sync of a PEFT LoRA policy leave the base weights untouched.
+
+    `VLLMGeneration._iter_named_params` (TRL 1.16), which `sync_weights` reads in both modes (twice on a server's
+    first sync: metadata, then the stream), merges the adapter into the bf16 base in place and unmerges it, which
+    rounds the base a little at every sync (arc_trl/trainer/lora_merge.py). Replaced here, on this instance, by the
+    same walk with the merge computed into new tensors: the same names, order and gather of ZeRO-3-sharded
+    parameters. Returns why it was left as TRL's (None when replaced): not a PEFT model, FSDP (TRL walks it
+    otherwise), a LoRA variant such as DoRA."""
+    from accelerate.utils import is_peft_model
+
+    from arc_trl.trainer.lora_merge import merged_named_params, unsupported_lora
+
+    vg = vllm_generation
+    if not is_peft_model(vg.model):
+        return "not a PEFT model"
+    if vg._dist.is_fsdp:
+        return "FSDP: TRL's own walk of sharded modules"
+    reason = unsupported_lora(vg.model)
+    if reason is not None:
+        return reason
+
+    def iter_named_params():
+        model = vg.model
+        with vg._dist.gather_params(list(model.parameters())):  # ZeRO-3: whole layers to merge; a no-op otherwise
+            yield from merged_named_params(model, lambda name: vg._fix_param_name_to_vllm(
+                name, extra_prefixes=["modules_to_save.default."]))
+
+    vg._iter_named_params = iter_named_params
+    return None
 
 
 def stream_client(trainer):

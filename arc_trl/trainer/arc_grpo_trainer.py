@@ -11,6 +11,7 @@ A thin subclass: `__init__` wires the pieces and each override is a short hook i
   `compute_loss`);
 - `defer_old_logps` (off by default): TRL's old-log-prob forward skipped, the vLLM IS ratio and the teacher term
   computed per micro-batch from the training forward (`_compute_loss`, `_at_loss_time`);
+- LoRA weight sync: the adapter merged into new tensors, the base never written (`lora_merge.py`);
 - TRL's and vLLM's private members: only through `arc_trl.trl_internals`.
 Everything else (sampling, weight sync, clipping, logging, checkpointing) is TRL's.
 """
@@ -42,6 +43,7 @@ from arc_trl.trl_internals import (
     checkpoint_folder,
     entropy_bonus_enabled,
     log_metrics,
+    lossless_lora_sync,
     overwrite_last_metric,
     replace_buffered_micro_batches,
     watch_per_token_logps,
@@ -128,7 +130,12 @@ class ArcGRPOTrainer(GRPOTrainer):
             self._teacher_kl_coef = arc.teacher_tau
         if self.teacher is not None and getattr(self.teacher, "overlaps_generation", False):
             self.rollout.on_finished = self.teacher_term.submit_finished  # score finished episodes during generation
-        if self.use_vllm:  # TRL calls it from _generate, _generate_single_turn and VLLMGeneration.generate (sleep mode)
+        if self.use_vllm:
+            why_not = lossless_lora_sync(self.vllm_generation)  # LoRA: merged out of place, the base never rounded
+            if why_not and why_not != "not a PEFT model":
+                logger.warning("LoRA weight sync: TRL's merge/unmerge in place (it rounds the base weights at every "
+                               "sync): %s", why_not)
+            # TRL calls it from _generate, _generate_single_turn and VLLMGeneration.generate (sleep mode)
             timed_method(self.vllm_generation, "sync_weights", self.step_clock, "weight_sync")
         why_not = grouping_keeps_loss(args, entropy_bonus_enabled(self))
         self.groups_by_length = arc.length_grouped_micro_batches and why_not is None
