@@ -19,8 +19,8 @@ TRL or vLLM upgrade is checked in this file (and its two module-level patches, b
 - `engine_awake`: the same state and `VLLMGeneration.enable_sleep_mode`, held for the turns of one rollout;
 - `lossless_lora_sync`: `VLLMGeneration._iter_named_params` (and its `_dist`, `_fix_param_name_to_vllm`), replaced
   on the instance for a PEFT LoRA policy: merged weights computed out of place, the base never written;
-- `stream_client`: this process's own `VLLMClient` for per-episode requests, kept on the trainer
-  (`_arc_stream_client`);
+- `stream_clients`: this process's own `VLLMClient`s for per-request generation, one pinned to each data-parallel
+  engine of the server, kept on the trainer (`_arc_stream_clients`);
 - `engine_prompt`: vLLM's `LLM._preprocess_cmpl_one`, how `LLM.generate` renders a token prompt;
 - `reset_generation_state`, `save_checkpoint_now`, `scale_scheduler_lr`: the collapse guard's in-place rollback
   (`GRPOTrainer._last_loaded_step`, `_buffered_inputs`, `_step`; `Trainer._save_checkpoint`; torch's
@@ -220,23 +220,43 @@ def lossless_lora_sync(vllm_generation) -> str | None:
     return None
 
 
-def stream_client(trainer):
-    """This process's own `VLLMClient` for per-episode requests (TRL makes one on the main process only, for its
-    collective generate and the weight sync); it only sends generation requests, kept on the trainer across
-    rollouts."""
-    client = getattr(trainer, "_arc_stream_client", None)
-    if client is None:
+DATA_PARALLEL_RANK_HEADER = "X-data-parallel-rank"  # vLLM's OpenAI server: serve this request on that engine
+
+
+def server_engines(client) -> int:
+    """How many data-parallel engines the vLLM server behind `client` runs (its `/server_info`; 1 when it says
+    nothing)."""
+    try:
+        parallel = client.get_server_info().get("parallel_config") or {}
+    except Exception:  # noqa: BLE001 - a server without the dev endpoints: one engine is the safe reading
+        return 1
+    return max(1, int(parallel.get("data_parallel_size") or 1))
+
+
+def stream_clients(trainer) -> list:
+    """This process's own `VLLMClient`s for per-request generation, one per data-parallel engine of the student
+    server, each pinned to its engine (vLLM's `X-data-parallel-rank` header on every request of its session); kept
+    on the trainer (`_arc_stream_clients`). TRL makes one client, on the main process only, for its gathered
+    generate and the weight sync; these only send generation requests."""
+    clients = getattr(trainer, "_arc_stream_clients", None)
+    if clients is None:
         from requests.adapters import HTTPAdapter
         from trl.generation.vllm_client import VLLMClient
 
         vg = trainer.vllm_generation
         base_url = vg.server_base_url or f"http://{vg.server_host}:{vg.server_port}"
-        client = VLLMClient(base_url=base_url, connection_timeout=vg.server_timeout)
-        retries = client.session.adapters["http://"].max_retries
-        for prefix in ("http://", "https://"):  # one pooled connection per concurrent request
-            client.session.mount(prefix, HTTPAdapter(max_retries=retries, pool_maxsize=256))
-        trainer._arc_stream_client = client
-    return client
+        clients = []
+        engine_count = server_engines(VLLMClient(base_url=base_url, connection_timeout=vg.server_timeout))
+        for engine in range(engine_count):
+            client = VLLMClient(base_url=base_url, connection_timeout=vg.server_timeout)
+            retries = client.session.adapters["http://"].max_retries
+            for prefix in ("http://", "https://"):  # one pooled connection per concurrent request
+                client.session.mount(prefix, HTTPAdapter(max_retries=retries, pool_maxsize=256))
+            if engine_count > 1:
+                client.session.headers[DATA_PARALLEL_RANK_HEADER] = str(engine)
+            clients.append(client)
+        trainer._arc_stream_clients = clients
+    return clients
 
 
 # --------------------------------------------------------------------------------------------- vLLM

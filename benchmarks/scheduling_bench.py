@@ -56,7 +56,7 @@ def make_generator(llm, eos_ids: list[int], sampling: dict, request_seeds: bool)
 
         request_seed = staticmethod(context_seed)
 
-        def generate(self, sequences, max_tokens):
+        def generate(self, sequences, max_tokens, keys=None):
             params = [SamplingParams(max_tokens=max_tokens, logprobs=0, seed=context_seed(s), **self.sampling)
                       for s in sequences]
             outputs = self.llm.generate([{"prompt_token_ids": s} for s in sequences], params, use_tqdm=False)

@@ -1,8 +1,12 @@
 """One process of `tests/integration/test_multiprocess_generation.py` (run under torchrun, gloo backend, CPU).
 
-Drives TRL's real `GRPOTrainer._generate_single_turn` -> `VLLMGeneration.generate` server branch (gather, main-process
-call, broadcast, per-process slice) through `arc_trl.rollout.TrainerGenerator`, with a recording stand-in for
-`VLLMClient` that returns a deterministic completion per prompt. Writes what each process got to OUT/rank<k>.json.
+Drives `arc_trl.rollout.TrainerGenerator` in server mode both ways, with a recording stand-in for `VLLMClient` that
+returns a deterministic completion per prompt:
+- `streamed` (the default): each process's own single-prompt requests through its own client (`ServerStream`);
+- `gathered` (what a structured-output regex falls back to): TRL's real `GRPOTrainer._generate_single_turn` ->
+  `VLLMGeneration.generate` server branch (gather, main-process call, broadcast, per-process slice), made safe by
+  `aligned_generate`.
+Writes what each process got to OUT/rank<k>.json.
 """
 
 from __future__ import annotations
@@ -44,7 +48,7 @@ class RecordingClient:
         }
 
 
-def fake_trainer(accelerator, client):
+def fake_trainer(accelerator, client, regex: str | None = None):
     from trl import GRPOTrainer
     from trl.generation.vllm_generation import VLLMGeneration
 
@@ -52,7 +56,7 @@ def fake_trainer(accelerator, client):
     vllm_generation.__dict__.update(
         accelerator=accelerator, mode="server", vllm_client=client, tensor_parallel_size=1, enable_sleep_mode=False,
         temperature=1.0, top_p=1.0, top_k=0, min_p=0.0, repetition_penalty=1.0, max_completion_length=16,
-        logprobs=0, structured_outputs_regex=None, generation_kwargs={},
+        logprobs=0, structured_outputs_regex=regex, generation_kwargs={},
     )
 
     class FakeTrainer:
@@ -62,6 +66,7 @@ def fake_trainer(accelerator, client):
     trainer.__dict__.update(
         accelerator=accelerator, use_vllm=True, vllm_generation=vllm_generation, eos_token_ids=[EOS],
         state=SimpleNamespace(global_step=0), _last_loaded_step=0, args=SimpleNamespace(report_to=[]),
+        _arc_stream_clients=[client],  # this process's own client (streamed mode)
     )
     return trainer
 
@@ -83,25 +88,27 @@ def main(out_dir: str) -> None:
 
     accelerator = Accelerator(cpu=True)
     rank = accelerator.process_index
-    client = RecordingClient()
-    generator = TrainerGenerator(fake_trainer(accelerator, client))
     results = {}
-    for name, (req0, cap0, req1, cap1) in CASES.items():
-        sequences, cap = (req0, cap0) if rank == 0 else (req1, cap1)
-        try:
-            ids, lps = generator.generate(sequences, cap)
-            got = {"ids": ids, "logprobs": [[None if lp != lp else lp for lp in row] for row in lps]}
-        except Exception as exc:  # noqa: BLE001 - reported to the test, which names the case
-            got = {"error": f"{type(exc).__name__}: {exc}"}
-        results[name] = {
-            "got": got,
-            "expected_ids": [completion_for(s, cap) for s in sequences],
-            "expected_logprobs": [
-                [logprob_of(t, i) for i, t in enumerate(completion_for(s, cap))] for s in sequences
-            ],
-        }
-        dist.barrier()
-    results["server_calls"] = client.calls
+    for mode, regex in (("streamed", None), ("gathered", "[0-9]+")):
+        client = RecordingClient()
+        generator = TrainerGenerator(fake_trainer(accelerator, client, regex))
+        results[mode] = {}
+        for name, (req0, cap0, req1, cap1) in CASES.items():
+            sequences, cap = (req0, cap0) if rank == 0 else (req1, cap1)
+            try:
+                ids, lps = generator.generate(sequences, cap)
+                got = {"ids": ids, "logprobs": [[None if lp != lp else lp for lp in row] for row in lps]}
+            except Exception as exc:  # noqa: BLE001 - reported to the test, which names the case
+                got = {"error": f"{type(exc).__name__}: {exc}"}
+            results[mode][name] = {
+                "got": got,
+                "expected_ids": [completion_for(s, cap) for s in sequences],
+                "expected_logprobs": [
+                    [logprob_of(t, i) for i, t in enumerate(completion_for(s, cap))] for s in sequences
+                ],
+            }
+            dist.barrier()
+        results[mode]["server_calls"] = client.calls
     with open(f"{out_dir}/rank{rank}.json", "w") as f:
         json.dump(results, f)
     dist.destroy_process_group()

@@ -87,7 +87,7 @@ def run_episodes(
             # Generation is collective across processes; a process with nothing left joins with a dummy request.
             requests = [ep.prompt_ids + ep.completion_ids for ep in active] or [episodes[0].prompt_ids]
             cap = max(1, min(per_turn, max((budget - len(ep.completion_ids) for ep in active), default=1)))
-            new_ids, new_lps = generator.generate(requests, cap)
+            new_ids, new_lps = generator.generate(requests, cap, keys=[ep.index for ep in active])
             ran = [ep for i, ep in enumerate(active)
                    if apply_model_turn(ep, new_ids[i], None if new_lps is None else new_lps[i], eos, tokenizer,
                                        settings)]

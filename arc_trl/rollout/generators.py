@@ -21,8 +21,10 @@ from arc_trl.trl_internals import generate_single_turn
 class Generator(Protocol):
     eos_token_ids: list[int]
 
-    def generate(self, sequences: list[list[int]], max_tokens: int) -> tuple[list[list[int]], list[list[float]] | None]:
-        """New tokens (and sampler logprobs, or None) for each sequence, at most `max_tokens` each."""
+    def generate(self, sequences: list[list[int]], max_tokens: int,
+                 keys: list[int] | None = None) -> tuple[list[list[int]], list[list[float]] | None]:
+        """New tokens (and sampler logprobs, or None) for each sequence, at most `max_tokens` each. `keys`: the stable
+        ids of the episodes the sequences continue (a server with several engines keeps an episode on one)."""
 
     def global_any(self, flag: bool) -> bool:
         """True if `flag` is True on any process (generation calls are collective in distributed training)."""
@@ -78,13 +80,19 @@ class TrainerGenerator:
     its importance-sampling correction and off-policy mask neutralise NaN positions, whereas 0.0 would claim the
     sampler gave the token probability 1.
 
-    TRL's vLLM server mode (and colocated tensor parallelism) is collective: the processes' requests are gathered
-    into one call with the main process's `max_tokens`, and each process takes back the slice at
+    With a vLLM server (`vllm_mode: server`) each process sends its own requests, one per episode, through its own
+    clients (`streams.run_turn` over a `ServerStream`), after TRL's weight sync: no gather, no padding, and each
+    episode pinned to one data-parallel engine by its key (TRL's server branch gathers every process's prompts into
+    one call that vLLM's balancer spreads over the engines regardless of prefixes: an episode's next turn met the
+    other engine about half the time and re-prefilled its whole context there).
+
+    TRL's server branch (kept for a structured-output regex) and colocated tensor parallelism are collective: the
+    requests are gathered into one call with one `max_tokens`, and each process takes back the slice at
     `process_index * len(its requests)`. That is only right when every process sends the same number of requests
-    with the same cap, while a multi-turn batch has a different number of active episodes on each process. So in
-    those modes every call first gathers (count, cap) of all processes, pads this process's requests with copies of
-    one of them up to the largest count, generates with the largest cap, drops the padding's outputs and cuts each
-    completion to this process's own cap (`aligned_generate`).
+    with the same cap, while a multi-turn batch has a different number of active episodes on each process. So there
+    every call first gathers (count, cap) of all processes, pads this process's requests with copies of one of them
+    up to the largest count, generates with the largest cap, drops the padding's outputs and cuts each completion
+    to this process's own cap (`aligned_generate`).
     """
 
     def __init__(self, trainer) -> None:
@@ -93,11 +101,24 @@ class TrainerGenerator:
         arc = getattr(trainer, "arc_config", None)
         self.full_turn_end = trainer.end_of_turn if arc is not None and arc.benchmark_full_turns else None
 
-    def generate(self, sequences, max_tokens):
+    def generate(self, sequences, max_tokens, keys=None):
+        if self.trainer.use_vllm and self.trainer.vllm_generation.mode == "server" and self._server_streams():
+            from arc_trl.rollout.streams import open_stream, run_turn  # streams imports this module
+
+            keys = list(range(len(sequences))) if keys is None else keys
+            if not keys:  # a process with no episode left: nothing to send (no collective call follows)
+                return [], []
+            with generation_overrides(self.trainer, max_tokens=max_tokens, full_turn_end=self.full_turn_end):
+                return run_turn(open_stream(self), sequences[: len(keys)], max_tokens, keys)
         if needs_aligned_requests(self.trainer):
             return aligned_generate(self._generate, sequences, max_tokens, self.trainer.accelerator,
                                     dummy=[self.eos_token_ids[0]])
         return self._generate(sequences, max_tokens)
+
+    def _server_streams(self) -> bool:
+        from arc_trl.rollout.streams import stream_unsupported  # streams imports this module
+
+        return stream_unsupported(self) is None  # else (a structured-output regex) TRL's gathered call
 
     def _generate(self, sequences, max_tokens):
         with generation_overrides(self.trainer, max_tokens=max_tokens, full_turn_end=self.full_turn_end):
@@ -116,8 +137,8 @@ class TrainerGenerator:
 
 
 def needs_aligned_requests(trainer) -> bool:
-    """True when TRL's generation slices gathered results by a per-process count (vLLM server mode with several
-    processes, or colocated vLLM with tensor parallelism): see `TrainerGenerator`."""
+    """True when TRL's generation slices gathered results by a per-process count (TRL's server branch, taken only
+    when the per-request path can't serve, or colocated vLLM with tensor parallelism): see `TrainerGenerator`."""
     if trainer.accelerator.num_processes == 1 or not trainer.use_vllm:
         return False
     vllm_generation = trainer.vllm_generation
@@ -157,7 +178,7 @@ class VLLMGenerator:
         self.eos_token_ids = list(eos_token_ids)
         self.sampling = sampling
 
-    def generate(self, sequences, max_tokens):
+    def generate(self, sequences, max_tokens, keys=None):
         from vllm import SamplingParams
 
         params = SamplingParams(max_tokens=max_tokens, logprobs=0, **self.sampling)
@@ -201,7 +222,7 @@ class TransformersGenerator:
             self.sampling.setdefault("min_p", None)
 
     @torch.no_grad()
-    def generate(self, sequences, max_tokens):
+    def generate(self, sequences, max_tokens, keys=None):
         ids_out, lps_out = [], []
         pad_id = self.tokenizer.pad_token_id
         device = next(self.model.parameters()).device

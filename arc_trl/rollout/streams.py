@@ -6,7 +6,12 @@ A stream takes one request at a time (`add(key, token_ids, max_tokens)`) and han
 - `EngineStream`: an in-process `vllm.LLM` driven step by step (`LLMEngine.add_request` / `LLMEngine.step`, what
   `LLM.generate` does internally). Used for a standalone engine (`VLLMGenerator`) and TRL's colocated engine.
 - `ServerStream`: concurrent single-prompt requests to a `trl vllm-serve` / `vllm serve` server through TRL's
-  `VLLMClient` (its `/v1/completions` payload), each in its own thread.
+  `VLLMClient` (its `/v1/completions` payload), each in its own thread. A server with several data-parallel engines
+  gets each request pinned to one engine by its key (vLLM's `X-data-parallel-rank` header), so an episode's turns
+  all land on the engine whose prefix cache holds its context (vLLM's own balancer ignores prefixes).
+
+`run_turn(stream, sequences, max_tokens, keys)` drives a stream as one lock-step turn (all requests, then all
+results, in order): the server path of the lock-step scheduler.
 
 `open_stream(generator)` picks the stream of a generator; `stream_unsupported(generator)` says why there is none
 (transformers `generate` has no continuous batching; a tensor-parallel colocated engine needs identical requests on
@@ -22,7 +27,7 @@ from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
 from typing import Any, Protocol
 
 from arc_trl.rollout.generators import sampled_logprobs
-from arc_trl.trl_internals import engine_prompt, stream_client, sync_weights_once_per_step, wake_for_stream
+from arc_trl.trl_internals import engine_prompt, stream_clients, sync_weights_once_per_step, wake_for_stream
 
 Finished = tuple[int, list[int], list[float] | None]  # (key, new token ids, sampler logprobs or None)
 
@@ -94,19 +99,29 @@ class EngineStream:
 
 
 class ServerStream:
-    """Concurrent single-prompt requests to a vLLM server (TRL's `VLLMClient.generate`), one thread each."""
+    """Concurrent single-prompt requests to a vLLM server (TRL's `VLLMClient.generate`), one thread each.
+
+    `clients`: one client per data-parallel engine of the server, each pinned to its engine (`stream_clients`); the
+    request of `key` goes to engine `(key + offset) % len(clients)`, so the same key (an episode) always meets the
+    same engine, and keys 0..n-1 spread evenly (`offset`: the trainer process's index, for odd counts)."""
 
     POLL_S = 0.005  # longest wait in `advance`, so sandbox results are picked up promptly
 
-    def __init__(self, client, sampling: dict[str, Any], max_concurrency: int = 256) -> None:
-        self.client = client
+    def __init__(self, clients, sampling: dict[str, Any], max_concurrency: int = 256, offset: int = 0) -> None:
+        self.clients = list(clients) if isinstance(clients, (list, tuple)) else [clients]
+        self.offset = offset
         self.sampling = sampling
         self.executor = ThreadPoolExecutor(max_concurrency, thread_name_prefix="arc-vllm-request")
         self.running: dict[Future, int] = {}
         self.closed = False
 
+    def engine_of(self, key: int) -> int:
+        """The data-parallel engine that serves `key`'s requests."""
+        return (key + self.offset) % len(self.clients)
+
     def add(self, key: int, token_ids: list[int], max_tokens: int) -> None:
-        future = self.executor.submit(self.client.generate, prompts=[list(token_ids)], max_tokens=max_tokens,
+        client = self.clients[self.engine_of(key)]
+        future = self.executor.submit(client.generate, prompts=[list(token_ids)], max_tokens=max_tokens,
                                       **self.sampling)
         self.running[future] = key
 
@@ -136,6 +151,27 @@ class ServerStream:
 
 # ----------------------------------------------------------------------------------------------------------------
 # which stream for which generator
+
+
+def run_turn(stream: RequestStream, sequences: list[list[int]], max_tokens: int,
+             keys: list[int] | None = None) -> tuple[list[list[int]], list[list[float]] | None]:
+    """One lock-step turn through `stream`: every sequence continued by at most `max_tokens` tokens, results in the
+    order of `sequences` (`keys`: their episodes' stable ids, default their positions); the stream is closed."""
+    keys = list(range(len(sequences))) if keys is None else list(keys)
+    if len(keys) != len(sequences) or len(set(keys)) != len(keys):
+        raise ValueError(f"run_turn needs one distinct key per sequence, got {len(keys)} keys for {len(sequences)}")
+    done: dict[int, tuple[list[int], list[float] | None]] = {}
+    try:
+        for key, sequence in zip(keys, sequences):
+            stream.add(key, sequence, max_tokens)
+        while stream.pending():
+            for key, ids, lps in stream.advance():
+                done[key] = (ids, lps)
+    finally:
+        stream.close()
+    ids = [done[key][0] for key in keys]
+    lps = [done[key][1] for key in keys]
+    return ids, None if any(lp is None for lp in lps) else lps
 
 
 def stream_unsupported(generator) -> str | None:
@@ -196,7 +232,8 @@ def _trainer_stream(trainer) -> RequestStream:
     sync_weights_once_per_step(trainer)
     sampling = trainer_sampling(vg)
     if vg.mode == "server":
-        return ServerStream(stream_client(trainer), {**sampling, "generation_kwargs": vg.generation_kwargs})
+        return ServerStream(stream_clients(trainer), {**sampling, "generation_kwargs": vg.generation_kwargs},
+                            offset=trainer.accelerator.process_index)
     # Colocated: the sleep-mode handling of VLLMGeneration.generate: re-push discarded weights, wake the KV cache,
     # and sleep again when the stream closes.
     sleep_again = wake_for_stream(vg)

@@ -189,7 +189,7 @@ def test_transformers_falls_back_to_lockstep_token_by_token(memorized_model_dir,
     gen = TransformersGenerator(model, tokenizer, [tokenizer.eos_token_id], batch_size=4, temperature=1.0)
     calls = []
     generate = gen.generate
-    gen.generate = lambda seqs, cap: calls.append(len(seqs)) or generate(seqs, cap)
+    gen.generate = lambda seqs, cap, keys=None: calls.append(len(seqs)) or generate(seqs, cap)
     prompts = [render_messages(memorized_task, "repl")] * 3
     settings = RolloutSettings(agent_mode="repl", max_turns=3, max_tokens_per_turn=400, max_completion_length=1500,
                                scheduling="per_episode")
@@ -296,7 +296,8 @@ def test_server_mode_per_episode_matches_lockstep(tiny_tokenizer, pool):
                          temperature=0.7, top_p=1.0, top_k=0, min_p=None, logprobs=0, generation_kwargs={"seed": 3})
     client = ScriptedServerClient(_scripted(tiny_tokenizer, tasks, turns))
     trainer = SimpleNamespace(use_vllm=True, vllm_generation=vg, eos_token_ids=[tiny_tokenizer.eos_token_id],
-                              state=SimpleNamespace(global_step=0), _last_loaded_step=0, _arc_stream_client=client)
+                              state=SimpleNamespace(global_step=0), _last_loaded_step=0, _arc_stream_clients=[client],
+                              accelerator=SimpleNamespace(process_index=0))
     episodes = run_episodes(tasks, prompts, TrainerGenerator(trainer), tiny_tokenizer, pool,
                             RolloutSettings(**{**vars(settings), "scheduling": "per_episode"}))
     _same_episodes(episodes, lockstep)

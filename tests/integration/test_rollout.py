@@ -28,7 +28,7 @@ class ScriptedGenerator:
         self.calls = 0
         self.batch_sizes: list[int] = []
 
-    def generate(self, sequences, max_tokens):
+    def generate(self, sequences, max_tokens, keys=None):
         self.batch_sizes.append(len(sequences))
         out = []
         for seq in sequences:
@@ -107,7 +107,7 @@ def test_budget_and_turn_truncation(tiny_tokenizer, pool):
 
 
 def _capped(generate):
-    def inner(sequences, max_tokens):
+    def inner(sequences, max_tokens, keys=None):
         ids, lps = generate(sequences, 10_000)
         return [x[:max_tokens] for x in ids], [x[:max_tokens] for x in lps]
 
@@ -216,7 +216,7 @@ class TwoEosGenerator(ScriptedGenerator):
         self.eos_token_ids = [tokenizer.eos_token_id, self.endoftext]
         self.endoftext_turns = endoftext_turns
 
-    def generate(self, sequences, max_tokens):
+    def generate(self, sequences, max_tokens, keys=None):
         ids, lps = super().generate(sequences, max_tokens)
         for seq, row in zip(sequences, ids):
             if self._turn_of(seq) in self.endoftext_turns[self._episode_of(seq)]:
