@@ -19,6 +19,8 @@ REPO_ROOT = Path(__file__).resolve().parents[2]
 TRAIN_SCRIPT = REPO_ROOT / "scripts" / "train.py"
 # GRPOConfig defaults the plan depends on (kept in sync by tests/unit/launch/test_condor.py).
 DEFAULT_VLLM_SERVER_PORT = 8000
+DEFAULT_VLLM_GROUP_PORT = 51216  # GRPOConfig.vllm_group_port: the NCCL weight-sync group's rendezvous
+DEFAULT_MAIN_PROCESS_PORT = 29500  # accelerate / torchrun's rendezvous (MASTER_PORT) with several processes
 LOCAL_HOSTS = {"localhost", "127.0.0.1", "0.0.0.0", "::1", ""}
 HEALTH_PATH = "/health"  # vLLM's OpenAI server (what `trl vllm-serve` runs since TRL 1.x, and what VLLMClient polls)
 
@@ -55,6 +57,7 @@ class LaunchPlan:
     trainer: ProcessSpec
     startup_timeout: float
     notes: list[str] = field(default_factory=list)
+    ports: dict[str, int] = field(default_factory=dict)  # what listens where: checked free before anything starts
 
     def describe(self) -> str:
         shown = ",".join(self.available_gpus) or "none"
@@ -138,6 +141,31 @@ def _teacher_server(config: dict, gpus: list[str] | None, port: int, split: GpuS
     return ProcessSpec("teacher-vllm", command, gpus, f"http://127.0.0.1:{port}{HEALTH_PATH}")
 
 
+def port_in_use(port: int) -> bool:
+    """True when something on this machine listens on (or holds) TCP `port`."""
+    for host in ("0.0.0.0", "127.0.0.1"):
+        with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+            try:
+                sock.bind((host, port))
+            except OSError:
+                return True
+    return False
+
+
+def _trainer_port(command: list[str], flag: str) -> int | None:
+    return int(command[command.index(flag) + 1]) if flag in command else None
+
+
+def _main_process_port(accelerate_config: str | None) -> int:
+    if accelerate_config:
+        import yaml
+
+        port = (yaml.safe_load(Path(accelerate_config).read_text()) or {}).get("main_process_port")
+        if port:
+            return int(port)
+    return DEFAULT_MAIN_PROCESS_PORT
+
+
 def _accelerate_config(config: dict, config_path: Path) -> str | None:
     value = config.get("accelerate_config")
     if not value:
@@ -147,6 +175,34 @@ def _accelerate_config(config: dict, config_path: Path) -> str | None:
             return str(candidate.resolve())
     raise PlanError(f"accelerate_config {value!r} not found (relative to the current directory, {config_path.parent} "
                     f"or {REPO_ROOT})")
+
+
+PLAN_KEYS = (  # the training keys the plan reads: a `--key value` on the command line overrides the YAML's
+    "model_name_or_path", "teacher_model", "use_vllm", "vllm_mode", "vllm_server_base_url", "vllm_server_port",
+    "vllm_group_port", "vllm_tensor_parallel_size", "teacher_backend", "teacher_server_url", "trainer_gpus",
+    "vllm_gpus", "teacher_gpus", "accelerate_config", "vllm_server_args", "teacher_server_args",
+    "server_startup_timeout", "output_dir",
+)
+
+
+def with_overrides(config: dict, train_args: list[str]) -> dict:
+    """`config` with the plan's keys given on the command line (`--key value` / `--key=value`, values read as YAML
+    scalars) put over the YAML's: the servers load the model the trainer is told to, e.g. a local path for a hub id."""
+    import yaml
+
+    merged = dict(config)
+    for i, arg in enumerate(train_args):
+        if not arg.startswith("--"):
+            continue
+        key, has_value, value = arg[2:].partition("=")
+        if key not in PLAN_KEYS:
+            continue
+        if not has_value:
+            if i + 1 >= len(train_args) or train_args[i + 1].startswith("--"):
+                continue
+            value = train_args[i + 1]
+        merged[key] = yaml.safe_load(value) if value else value
+    return merged
 
 
 def build_plan(
@@ -162,7 +218,9 @@ def build_plan(
     """Lay out `config` on `gpus` (device ids or UUIDs as in CUDA_VISIBLE_DEVICES; empty: no GPU visible).
 
     `auto_ports`: pick free ports for the servers, the NCCL weight-sync group and accelerate, and pass them to the
-    trainer as CLI overrides (several jobs can then share a machine)."""
+    trainer as CLI overrides (several jobs can then share a machine). Keys of PLAN_KEYS in `train_args` override
+    the config's."""
+    config = with_overrides(config, list(train_args or []))
     try:
         split = gpu_split(config)
     except ValueError as error:
@@ -203,9 +261,9 @@ def build_plan(
     if len(set(ports)) != len(ports):
         raise PlanError(f"{config_path}: the student and teacher servers both use port {ports[0]}")
 
+    accelerate_config = _accelerate_config(config, config_path) if use_accelerate else None
     if use_accelerate:
         command = [venv_command("accelerate"), "launch", "--num_processes", str(max(split.trainer, 1))]
-        accelerate_config = _accelerate_config(config, config_path)
         if accelerate_config:
             command += ["--config_file", accelerate_config]
         elif split.trainer > 1:
@@ -221,4 +279,11 @@ def build_plan(
     command += [str(train_script), "--config", str(config_path), *train_args, *overrides]
     trainer = ProcessSpec("trainer", command, trainer_gpus)
     timeout = float(launch_value(config, "server_startup_timeout"))
-    return LaunchPlan(split, list(gpus), gpu_source, servers, trainer, timeout, notes)
+    listening = {f"{spec.role} (--port)": int(spec.command[spec.command.index("--port") + 1]) for spec in servers}
+    if needs_student_server(config):
+        listening["vllm_group_port (the NCCL weight-sync group)"] = _trainer_port(command, "--vllm_group_port") or int(
+            config.get("vllm_group_port") or DEFAULT_VLLM_GROUP_PORT)
+    if use_accelerate and split.trainer > 1:
+        listening["main_process_port (accelerate's rendezvous, MASTER_PORT)"] = _trainer_port(
+            command, "--main_process_port") or _main_process_port(accelerate_config)
+    return LaunchPlan(split, list(gpus), gpu_source, servers, trainer, timeout, notes, listening)

@@ -1,10 +1,13 @@
 """Run a training config with the vLLM servers it needs (the logic of scripts/run_with_servers.py).
 
-1. read the config, lay it out on the job's GPUs (server_plan.py),
+1. read the config, lay it out on the job's GPUs (server_plan.py); stop before starting anything when a port the
+   plan needs is taken (a server's, the weight-sync group's, accelerate's rendezvous),
 2. start the student server (`trl vllm-serve`) and/or the teacher server (`vllm serve`), logs in
    `<output_dir>/server_logs/`, and wait for their health endpoints,
-3. run `accelerate launch ... scripts/train.py --config CONFIG [extra args]` with its output on our stdout,
-4. stop every server at the end, also on failure, on a crashed server, on SIGTERM (HTCondor) or Ctrl-C.
+3. run `accelerate launch ... scripts/train.py --config CONFIG [extra args]` with its output on our stdout and in
+   `<output_dir>/server_logs/trainer.log`,
+4. stop every process at the end, also on failure, on a crashed server or trainer rank, on SIGTERM (HTCondor) or
+   Ctrl-C; a failure names the process and the last lines of its log.
 """
 
 from __future__ import annotations
@@ -13,6 +16,7 @@ import argparse
 import os
 import subprocess
 import sys
+import threading
 import time
 import urllib.error
 import urllib.request
@@ -23,7 +27,7 @@ import yaml
 
 from arc_trl.launch.processes import Terminated, signals_as_exceptions, start, stop
 from arc_trl.launch.run_state import FINISHED, RESUMABLE, run_state
-from arc_trl.launch.server_plan import TRAIN_SCRIPT, LaunchPlan, PlanError, ProcessSpec, build_plan
+from arc_trl.launch.server_plan import TRAIN_SCRIPT, LaunchPlan, PlanError, ProcessSpec, build_plan, port_in_use
 
 PREFIX = "[run_with_servers]"
 
@@ -116,10 +120,36 @@ def wait_healthy(servers: list[tuple[ProcessSpec, subprocess.Popen, Path]], time
             time.sleep(poll_s)
 
 
+def taken_ports(plan: LaunchPlan) -> list[str]:
+    """The plan's ports that something on this machine already holds, each with what needed it."""
+    return [f"{port} ({what})" for what, port in plan.ports.items() if port_in_use(port)]
+
+
+def _tee(stream, path: Path) -> threading.Thread:
+    """Copy a process's output, line by line, to our stdout and to `path` (a thread; ends with the stream)."""
+
+    def copy() -> None:
+        with open(path, "ab") as log:
+            for line in iter(stream.readline, b""):
+                log.write(line)
+                log.flush()
+                sys.stdout.buffer.write(line)
+                sys.stdout.flush()
+
+    thread = threading.Thread(target=copy, name="trainer-output", daemon=True)
+    thread.start()
+    return thread
+
+
 def run_plan(plan: LaunchPlan, log_dir: Path, config_env: dict | None = None,
              printer: Callable[[str], None] = print, poll_s: float = 2.0) -> int:
-    """Execute `plan`; returns the trainer's exit code (1 for a server failure, 128+N when stopped by signal N)."""
+    """Execute `plan`; returns the trainer's exit code (1 for a server failure or a taken port, 128+N when stopped by
+    signal N)."""
     config_env = config_env or {}
+    if busy := taken_ports(plan):
+        printer(f"{PREFIX} error: port(s) already in use, nothing started: {', '.join(busy)}; stop what holds them, "
+                "set other ports in the config, or pass --auto-ports")
+        return 1
     started: list[subprocess.Popen] = []
     servers: list[tuple[ProcessSpec, subprocess.Popen, Path]] = []
     try:
@@ -135,15 +165,23 @@ def run_plan(plan: LaunchPlan, log_dir: Path, config_env: dict | None = None,
                         f"{spec.cuda_visible_devices or '-'}; log: {log}")
             wait_healthy(servers, plan.startup_timeout, printer, poll_s)
             sys.stdout.flush()
-            trainer = start(plan.trainer.command, process_env(plan.trainer, config_env))
+            log_dir.mkdir(parents=True, exist_ok=True)
+            trainer_log = log_dir / "trainer.log"
+            trainer = start(plan.trainer.command, process_env(plan.trainer, config_env), stdout=subprocess.PIPE)
             started.append(trainer)
+            copier = _tee(trainer.stdout, trainer_log)
             while (code := trainer.poll()) is None:
                 for spec, process, log in servers:
                     if process.poll() is not None:
                         raise ServerError(f"{spec.role} died during training (exit {process.returncode}); last lines"
                                           f" of {log}:\n{_log_tail(log)}")
                 time.sleep(poll_s)
-            printer(f"{PREFIX} trainer exited with code {code}")
+            copier.join(timeout=10)
+            if code:
+                printer(f"{PREFIX} error: trainer exited with code {code}; last lines of {trainer_log}:\n"
+                        f"{_log_tail(trainer_log)}")
+            else:
+                printer(f"{PREFIX} trainer exited with code {code}")
             return code
     except ServerError as error:
         printer(f"{PREFIX} error: {error}")

@@ -404,3 +404,54 @@ def test_sigterm_stops_trainer_and_servers(tmp_path):
     assert process.returncode == 128 + signal.SIGTERM, output
     assert "received signal SIGTERM: stopping the trainer and servers" in output
     assert not alive(int((tmp_path / "server.pid").read_text()))
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# Server wrapper: command-line overrides, ports, the trainer's log
+
+
+def test_command_line_model_paths_reach_the_servers(tmp_path):
+    """A hub id in the YAML, a local path on the command line: the servers load what the trainer is told to."""
+    plan = build_plan(FOUR_GPU, tmp_path / "c.yaml", list("0123"),
+                      train_args=["--model_name_or_path", "/models/student", "--teacher_model=/models/teacher",
+                                  "--vllm_gpus", "2", "--max_steps", "3"])
+    student, teacher = plan.servers
+    assert student.command[student.command.index("--model") + 1] == "/models/student"
+    assert teacher.command[teacher.command.index("serve") + 1] == "/models/teacher"
+    assert plan.trainer.command[-6:] == ["--model_name_or_path", "/models/student", "--teacher_model=/models/teacher",
+                                         "--vllm_gpus", "2", "--max_steps", "3"][-6:]
+
+
+def test_plan_lists_every_port_it_needs(tmp_path):
+    plan = build_plan({**FOUR_GPU, "trainer_gpus": 2, "teacher_gpus": 1}, tmp_path / "c.yaml", list("01234"))
+    assert plan.ports == {"student-vllm (--port)": 8000, "teacher-vllm (--port)": 8001,
+                          "vllm_group_port (the NCCL weight-sync group)": 51216,
+                          "main_process_port (accelerate's rendezvous, MASTER_PORT)": 29500}
+    colocated = build_plan({"trainer_gpus": 2}, tmp_path / "c.yaml", ["0", "1"])  # two colocated runs collide here
+    assert colocated.ports == {"main_process_port (accelerate's rendezvous, MASTER_PORT)": 29500}
+    auto = build_plan({"trainer_gpus": 2}, tmp_path / "c.yaml", ["0", "1"], auto_ports=True)
+    assert auto.ports["main_process_port (accelerate's rendezvous, MASTER_PORT)"] != 29500
+
+
+def test_a_taken_port_stops_the_run_before_any_process_starts(tmp_path):
+    import socket
+
+    plan, _ = fake_plan(tmp_path, trainer_mode="0")
+    with socket.socket() as holder:
+        holder.bind(("127.0.0.1", 0))
+        holder.listen()
+        port = holder.getsockname()[1]
+        plan.ports = {"student-vllm (--port)": port}
+        lines: list[str] = []
+        assert run_plan(plan, tmp_path / "logs", printer=lines.append, poll_s=0.1) == 1
+    assert f"{port} (student-vllm (--port))" in lines[-1] and "nothing started" in lines[-1]
+    assert not (tmp_path / "server.pid").exists() and not (tmp_path / "trainer.txt").exists()
+
+
+def test_a_failed_trainer_is_named_with_its_log(tmp_path):
+    plan, _ = fake_plan(tmp_path, trainer_mode="3")
+    lines: list[str] = []
+    assert run_plan(plan, tmp_path / "logs", printer=lines.append, poll_s=0.1) == 3
+    log = tmp_path / "logs" / "trainer.log"
+    assert log.exists() and f"trainer exited with code 3; last lines of {log}" in lines[-1]
+    assert not alive(int((tmp_path / "server.pid").read_text()))
