@@ -12,7 +12,7 @@ LONG = 3000  # seconds: stages that hold several of the experiment's steps
 
 def learning(ctx: Context) -> int:
     """The whole experiment of configs/gpu/learning/profile.yaml, one stage after the other (~75-80 min on an H100;
-    split it over machines with `pieces` and merge with `arc-trl experiment --report`)."""
+    split it over machines with `pieces` and merge with `python -m arc_experiments.learning --report`)."""
     return run(ctx, "learning", max(ctx.limit, LONG), ctx.demo())
 
 
