@@ -1,6 +1,6 @@
-"""`arc-trl SUBCOMMAND [args]`: the project's commands under one name, each the same code as its `scripts/` shim.
+"""`arc-trl SUBCOMMAND [args]`: every command of the project under one name (also `python -m arc_trl SUBCOMMAND`).
 
-    arc-trl train --config configs/tiny-cpu.yaml      # = python scripts/train.py (accelerate launch keeps the script)
+    arc-trl train --config configs/tiny-cpu.yaml      # accelerate launch takes a path: scripts/train.py, the same code
     arc-trl sft --config configs/sft-tiny-cpu.yaml
     arc-trl evaluate generate --model DIR --dataset arc-agi-1/eval --output-dir DIR
     arc-trl SUBCOMMAND --help

@@ -1,7 +1,7 @@
 """Supervised warm start on reference episodes of synthetic tasks (TRL SFTTrainer, assistant-only loss).
 
-    python scripts/sft.py --config configs/sft-tiny-cpu.yaml [--key value ...]
-    accelerate launch scripts/sft.py --config configs/X.yaml          # GPU, unchanged
+    arc-trl sft --config configs/sft-tiny-cpu.yaml [--key value ...]
+    accelerate launch -m arc_trl sft --config configs/X.yaml          # GPU, several processes
 
 The YAML is a flat mapping of `trl.SFTConfig`, `trl.ModelConfig` and `SftArguments` keys (below). Only the assistant
 turns are trained on (environment replies and prompts are masked), which is the completion-only loss of multi-turn
@@ -19,7 +19,7 @@ from pathlib import Path
 class SftArguments:
     dataset: str = field(
         default="synthetic:n=256,seed=0,difficulty=tiny",
-        metadata={"help": "Tasks with reference programs: a synthetic: spec or a folder written by make_synthetic.py"},
+        metadata={"help": "Tasks with reference programs: a synthetic: spec or a folder from `arc-trl synthetic`"},
     )
     agent_mode: str = field(default="repl", metadata={"help": "repl | program"})
     prompt_template: str | None = field(default=None, metadata={"help": "Custom prompt template (YAML)."})

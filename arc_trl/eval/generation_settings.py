@@ -66,7 +66,7 @@ def _sha256(text: str | None) -> str | None:
 
 
 def load_train_config(path: str) -> dict[str, Any]:
-    """Keys of a training YAML (`scripts/train.py --config`) or of the `arc_trl_config.json` a run writes."""
+    """Keys of a training YAML (`arc-trl train --config`) or of the `arc_trl_config.json` a run writes."""
     file = Path(path)
     if not file.is_file():
         raise GenerateInputError(f"--train-config {path}: no such file")

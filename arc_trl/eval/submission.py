@@ -249,7 +249,7 @@ def task_solutions(tasks: Mapping[str, ArcTask]) -> dict[str, list[Grid]]:
 
 
 def validate_main(argv: Sequence[str] | None = None) -> int:
-    """`scripts/validate_submission.py`: print every problem; exit 1 if invalid, 2 if inputs cannot be read."""
+    """`arc-trl validate-submission`: print every problem; exit 1 if invalid, 2 if inputs cannot be read."""
     parser = argparse.ArgumentParser(description="Validate (and, with solutions, score) a Kaggle ARC submission.")
     parser.add_argument("--submission", required=True, help="submission.json to check")
     parser.add_argument(

@@ -92,7 +92,7 @@ def load_synthetic(directory: str | Path) -> list[ArcTask]:
     """Load the tasks written by `save_synthetic` (either layout), with `metadata` restored from the sidecar."""
     directory = Path(directory)
     if not directory.is_dir():
-        raise FileNotFoundError(f"{directory} is not a folder written by save_synthetic / make_synthetic.py")
+        raise FileNotFoundError(f"{directory} is not a folder written by save_synthetic / `arc-trl synthetic`")
     challenges = sorted(directory.glob("*_challenges.json"))
     if len(challenges) > 1:
         raise ValueError(f"{directory}: several Kaggle challenges files ({', '.join(p.name for p in challenges)})")
