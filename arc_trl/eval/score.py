@@ -1,6 +1,6 @@
 """`evaluate.py score`: replay recorded completions in the sandbox and measure them against the ground truth.
 
-Inputs: a dataset (anything `arc_trl.data.load_tasks` reads: `arc-agi-1/eval`, a Kaggle challenges file, a folder of
+Inputs: a dataset (anything `arc_trl.load_tasks` reads: `arc-agi-1/eval`, a Kaggle challenges file, a folder of
 task files) and a JSONL file with one attempt per line, `{"task_id": "...", "completion": "<assistant text>"}`.
 Several lines with the same task id are several attempts. An optional `test_index` is ignored (every test input is
 scored). An attempt on an augmented copy of a task has the task id `"<id>|<augmentation>"` (or an `augmentation`

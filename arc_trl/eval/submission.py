@@ -53,7 +53,7 @@ def _read_json(path: Path, what: str) -> Any:
 
 
 def load_challenges(spec: str | Path, solutions: str | Path | None = None) -> dict[str, ArcTask]:
-    """{task_id: ArcTask} of anything `arc_trl.data.loaders.load_tasks` reads: a Kaggle `X_challenges.json` (solutions
+    """{task_id: ArcTask} of anything `arc_trl.load_tasks` reads: a Kaggle `X_challenges.json` (solutions
     from `solutions`, else from the sibling `X_solutions.json` when it exists), a bundled dataset name such as
     'arc-agi-2/eval' (with solutions), or a folder of per-task files."""
     return {task.id: task for task in load_tasks(spec, solutions=solutions)}
