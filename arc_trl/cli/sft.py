@@ -13,6 +13,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from arc_trl import defaults
 
 
 @dataclass
@@ -21,15 +22,17 @@ class SftArguments:
         default="synthetic:n=256,seed=0,difficulty=tiny",
         metadata={"help": "Tasks with reference programs: a synthetic: spec or a folder from `arc-trl synthetic`"},
     )
-    agent_mode: str = field(default="repl", metadata={"help": "repl | program"})
+    agent_mode: str = field(default=defaults.AGENT_MODE, metadata={"help": "repl | program"})
     prompt_template: str | None = field(default=None, metadata={"help": "Custom prompt template (YAML)."})
-    chat_template: str = field(default="auto", metadata={"help": "auto | chatml | path (see train.py)."})
+    chat_template: str = field(
+        default=defaults.CHAT_TEMPLATE, metadata={"help": "auto | chatml | path (see arc-trl train)."}
+    )
     sandbox_workers: int = field(default=2, metadata={"help": "Sandbox processes used to replay REPL episodes."})
     privileged: str = field(
         default="none",
         metadata={"help": "none | program | solutions: train on the privileged teacher prompt (the reference "
                   "program or the test outputs appended to the user message), to build a privileged OPD teacher "
-                  "that uses its hint (train.py: teacher_privileged with the same value)."},
+                  "that uses its hint (arc-trl train: teacher_privileged with the same value)."},
     )
 
 

@@ -297,7 +297,7 @@ def add_submit_arguments(parser: argparse.ArgumentParser) -> argparse.ArgumentPa
 
 
 def run_submit(args: argparse.Namespace) -> int:
-    """`evaluate.py submit`: exit 0 written, 1 invalid result (a bug), 2 unreadable or malformed inputs."""
+    """`arc-trl evaluate submit`: exit 0 written, 1 invalid result (a bug), 2 unreadable or malformed inputs."""
     per_attempt = Path(args.per_attempt)
     output = (
         Path(args.output)
