@@ -15,12 +15,13 @@ setup:
 # tasks: sandboxed REPL episodes, rewards, checkpoints, dumped rollouts, a summary with the step-time budget.
 # The models are reused by `make demo-learning` (same folders and configs); the RL run is redone each time.
 DEMO := outputs/demo
+ARC := $(PY) -m arc_trl
 demo: setup
-	$(PY) scripts/build_tiny_model.py --out $(DEMO)/model
-	test -f $(DEMO)/student/model.safetensors || $(PY) scripts/sft.py --config configs/demo/sft-student.yaml
-	test -f $(DEMO)/teacher/model.safetensors || $(PY) scripts/sft.py --config configs/demo/sft-teacher.yaml
+	$(ARC) build-tiny-model --out $(DEMO)/model
+	test -f $(DEMO)/student/model.safetensors || $(ARC) sft --config configs/demo/sft-student.yaml
+	test -f $(DEMO)/teacher/model.safetensors || $(ARC) sft --config configs/demo/sft-teacher.yaml
 	rm -rf $(DEMO)/quick
-	$(PY) scripts/train.py --config configs/demo/grpo-opd.yaml --output_dir $(DEMO)/quick --max_steps 16 \
+	$(ARC) train --config configs/demo/grpo-opd.yaml --output_dir $(DEMO)/quick --max_steps 16 \
 		--save_strategy steps --save_steps 8 --dump_rollouts 2
 
 # The CPU learning demonstration of docs/learning.md (~14 min): SFT -> measure -> GRPO + OPD (and GRPO alone) -> measure.

@@ -10,6 +10,8 @@ ships the plain ChatML template below.
 
 from __future__ import annotations
 
+from arc_trl import defaults
+
 # Plain ChatML, prefix-stable. `{% generation %}` marks assistant tokens for SFT's assistant-only loss.
 CHATML_TEMPLATE = (
     "{%- for message in messages %}"
@@ -24,7 +26,7 @@ CHATML_TEMPLATE = (
 )
 
 
-def resolve_chat_template(tokenizer, setting: str = "auto") -> str:
+def resolve_chat_template(tokenizer, setting: str = defaults.CHAT_TEMPLATE) -> str:
     """Install the chat template a run uses on `tokenizer` and return a short description of the choice.
 
     auto: keep the model's template when it is prefix-stable for REPL turns; otherwise use TRL's training variant of

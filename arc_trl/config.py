@@ -12,15 +12,10 @@ from typing import TYPE_CHECKING
 if TYPE_CHECKING:
     from arc_trl.sandbox.config import SandboxConfig
 
+from arc_trl import defaults
 from arc_trl.config_types import field_type_problems
-from arc_trl.rollout.settings import (
-    AGENT_MODES,
-    DEFAULT_AGENT_MODE,
-    DEFAULT_MAX_TOKENS_PER_TURN,
-    DEFAULT_MAX_TURNS,
-    DEFAULT_SCHEDULING,
-    SCHEDULING as ROLLOUT_SCHEDULING,
-)
+from arc_trl.rollout.settings import AGENT_MODES
+from arc_trl.rollout.settings import SCHEDULING as ROLLOUT_SCHEDULING
 
 REWARD_MODES = ("binary", "partial", "balanced", "barc")
 TEACHER_BACKENDS = ("none", "local", "base", "server")
@@ -46,12 +41,12 @@ class ArcConfig:
     augment: bool = field(default=False, metadata={"help": "Apply a random dihedral + colour augmentation per row."})
     augment_copies: int = field(default=1, metadata={"help": "Rows per task when augment is on."})
     agent_mode: str = field(
-        default=DEFAULT_AGENT_MODE,
+        default=defaults.AGENT_MODE,
         metadata={"help": "repl: multi-turn REPL ending with SUBMIT; program: one-turn transform()."},
     )
     prompt_template: str | None = field(default=None, metadata={"help": "Path to a custom prompt template (YAML)."})
     chat_template: str = field(
-        default="auto",
+        default=defaults.CHAT_TEMPLATE,
         metadata={"help": "auto: keep the model's template if prefix-stable, else use TRL's training variant; "
                   "chatml: the project's plain ChatML template; or a path to a .jinja file."},
     )
@@ -64,15 +59,15 @@ class ArcConfig:
 
     # --- REPL episode ---------------------------------------------------------------------------------------------
     max_turns: int = field(
-        default=DEFAULT_MAX_TURNS, metadata={"help": "Assistant turns per episode (program mode: always 1)."}
+        default=defaults.MAX_TURNS, metadata={"help": "Assistant turns per episode (program mode: always 1)."}
     )
     max_tokens_per_turn: int | None = field(
-        default=DEFAULT_MAX_TOKENS_PER_TURN,
+        default=defaults.MAX_TOKENS_PER_TURN,
         metadata={"help": "Token cap per assistant turn (default: max_completion_length)."},
     )
     # The token budget of a whole episode (model + environment tokens) is GRPOConfig.max_completion_length.
     rollout_scheduling: str = field(
-        default=DEFAULT_SCHEDULING,
+        default=defaults.ROLLOUT_SCHEDULING,
         metadata={"help": "lockstep: each turn, all active episodes generate together, then all run their code; "
                   "per_episode: each episode advances on its own against vLLM's continuous batching (falls back to "
                   "lockstep, with a warning, for transformers generate or colocated tensor parallel > 1). lockstep "
@@ -81,21 +76,33 @@ class ArcConfig:
     )
 
     # --- sandbox --------------------------------------------------------------------------------------------------
-    sandbox_workers: int = field(default=4, metadata={"help": "Code executions run in parallel."})
+    sandbox_workers: int = field(
+        default=defaults.SANDBOX_WORKERS, metadata={"help": "Code executions run in parallel."}
+    )
     sandbox_timeout_s: float = field(
-        default=5.0, metadata={"help": "CPU-time limit (seconds) per code execution: the same verdict however busy "
-                               "the machine is (docs/sandbox.md, 'Time limits')."}
+        default=defaults.SANDBOX_TIMEOUT_S,
+        metadata={"help": "CPU-time limit (seconds) per code execution: the same verdict however busy the machine is "
+                  "(docs/sandbox.md, 'Time limits')."}
     )
     sandbox_wall_timeout_s: float | None = field(
         default=None, metadata={"help": "Wall-clock backstop per code execution, for code that sleeps or waits "
                                 "(None: max(4 x sandbox_timeout_s, sandbox_timeout_s + 5))."}
     )
-    sandbox_memory_mb: int = field(default=1024, metadata={"help": "Address-space limit of a sandbox process."})
-    sandbox_max_output_chars: int = field(default=2000, metadata={"help": "stdout/stderr kept per execution."})
-    sandbox_disk_mb: int = field(default=16, metadata={"help": "Bytes (MB) a session's working directory may hold."})
-    sandbox_max_files: int = field(default=1000, metadata={"help": "Files a session's working directory may hold."})
+    sandbox_memory_mb: int = field(
+        default=defaults.SANDBOX_MEMORY_MB, metadata={"help": "Address-space limit of a sandbox process."}
+    )
+    sandbox_max_output_chars: int = field(
+        default=defaults.SANDBOX_MAX_OUTPUT_CHARS, metadata={"help": "stdout/stderr kept per execution."}
+    )
+    sandbox_disk_mb: int = field(
+        default=defaults.SANDBOX_DISK_MB, metadata={"help": "Bytes (MB) a session's working directory may hold."}
+    )
+    sandbox_max_files: int = field(
+        default=defaults.SANDBOX_MAX_FILES, metadata={"help": "Files a session's working directory may hold."}
+    )
     sandbox_idle_memory_mb: int | None = field(
-        default=128, metadata={"help": "Resident MB a session may keep between runs (more: restarted, state lost)."}
+        default=defaults.SANDBOX_IDLE_MEMORY_MB,
+        metadata={"help": "Resident MB a session may keep between runs (more: restarted, state lost)."}
     )
 
     # --- teacher / on-policy distillation (docs/opd.md) ----------------------------------------------------------
@@ -130,11 +137,16 @@ class ArcConfig:
     eval_every_steps: int = field(
         default=0, metadata={"help": "Play the held-out tasks every this many optimizer steps (0: off)."}
     )
-    eval_n_predictions: int = field(default=4, metadata={"help": "Attempts per held-out task (pass@k up to this k)."})
-    eval_max_tasks: int | None = field(
-        default=16, metadata={"help": "Held-out tasks per evaluation: the first ones of eval_dataset (None: all)."}
+    eval_n_predictions: int = field(
+        default=defaults.EVAL_N_PREDICTIONS, metadata={"help": "Attempts per held-out task (pass@k up to this k)."}
     )
-    eval_temperature: float = field(default=1.0, metadata={"help": "Sampling temperature of the evaluation."})
+    eval_max_tasks: int | None = field(
+        default=defaults.EVAL_MAX_TASKS,
+        metadata={"help": "Held-out tasks per evaluation: the first ones of eval_dataset (None: all)."}
+    )
+    eval_temperature: float = field(
+        default=defaults.TEMPERATURE, metadata={"help": "Sampling temperature of the evaluation."}
+    )
     eval_at_start: bool = field(
         default=True, metadata={"help": "Also evaluate once before the first step (a baseline), when eval is on."}
     )

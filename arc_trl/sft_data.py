@@ -18,7 +18,7 @@ from arc_trl.data.prompts import render_messages
 from arc_trl.data.task import ArcTask
 from arc_trl.rewards.scoring import exact_match
 
-PRIVILEGED_SFT = ("none", "program", "solutions")  # the values of train.py's teacher_privileged
+PRIVILEGED_SFT = ("none", "program", "solutions")  # the values of arc-trl train's teacher_privileged
 
 
 @dataclass

@@ -10,7 +10,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 from pathlib import Path
 
-from arc_trl.data.loaders import load_tasks as load_task_files
+from arc_trl.data.loaders import load_task_files
 from arc_trl.data.loaders import select_tasks
 from arc_trl.data.task import ArcTask
 from arc_trl.synthetic.spec import is_synthetic_spec, load_synthetic_spec
@@ -19,8 +19,9 @@ from arc_trl.synthetic.spec import is_synthetic_spec, load_synthetic_spec
 def load_tasks(
     spec: str | Path, *, solutions: str | Path | None = None, ids: Iterable[str] | None = None
 ) -> list[ArcTask]:
-    """Load and validate every task of `spec`, sorted by id (`arc_trl.data.loaders.load_tasks` lists the file
-    sources). `solutions`: a Kaggle solutions file for a challenges file. `ids`: keep only these (each must exist)."""
+    """Load and validate every task of `spec`, sorted by id: the one public loader (`arc_trl.load_tasks`;
+    `arc_trl.data.loaders` lists the file sources). `solutions`: a Kaggle solutions file for a challenges file. `ids`:
+    keep only these (each must exist)."""
     if not is_synthetic_spec(spec):
         return load_task_files(spec, solutions=solutions, ids=ids)
     if solutions is not None:

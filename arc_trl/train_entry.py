@@ -1,4 +1,5 @@
-"""The body of `scripts/train.py`: parse the config, build data/model/trainer, train, save, summarise."""
+"""The body of `arc-trl train` (and of `scripts/train.py`, for `accelerate launch`): parse the config, build
+data/model/trainer, train, save, summarise."""
 
 from __future__ import annotations
 
@@ -89,7 +90,7 @@ def check_config_keys(config_path: str) -> None:
             close = difflib.get_close_matches(key, keys, n=1)
             hints.append(f"{key!r}" + (f" (did you mean {close[0]!r}?)" if close else ""))
         raise SystemExit(f"error in {config_path}: unknown config keys: {', '.join(hints)}. "
-                         "Run `python scripts/train.py --help` for the list of keys.")
+                         "Run `arc-trl train --help` for the list of keys.")
 
 
 def resolved_config(arc: ArcConfig, args: GRPOConfig, model_args: ModelConfig) -> dict:

@@ -1,4 +1,6 @@
-"""`arc-trl build-tiny-model` from a checkout: the code lives in `arc_trl/cli/build_tiny_model.py`."""
+"""`arc-trl build-tiny-model` by path, for the learning experiment's stages (arc_experiments/learning/plan.py runs
+`python scripts/build_tiny_model.py`); everything else runs `arc-trl build-tiny-model` or
+`python -m arc_trl build-tiny-model`."""
 
 import sys
 from pathlib import Path

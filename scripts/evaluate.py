@@ -1,4 +1,5 @@
-"""`arc-trl evaluate` from a checkout: the code lives in `arc_trl/cli/evaluate.py`."""
+"""`arc-trl evaluate` by path, for the learning experiment's stages (arc_experiments/learning/plan.py runs
+`python scripts/evaluate.py`); everything else runs `arc-trl evaluate` or `python -m arc_trl evaluate`."""
 
 import sys
 from pathlib import Path

@@ -1,4 +1,5 @@
-"""`arc-trl sft` from a checkout: the code lives in `arc_trl/cli/sft.py`."""
+"""`arc-trl sft` by path, for the learning experiment's stages (arc_experiments/learning/plan.py runs
+`python scripts/sft.py`); everything else runs `arc-trl sft` or `python -m arc_trl sft`."""
 
 import sys
 from pathlib import Path

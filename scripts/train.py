@@ -1,7 +1,7 @@
-"""Train an ARC solver with GRPO (+ on-policy distillation).
+"""`arc-trl train` by path, as `accelerate launch` needs: train an ARC solver with GRPO (+ on-policy distillation).
 
     accelerate launch scripts/train.py --config configs/tiny-cpu.yaml [--key value ...]
-    python scripts/train.py --config configs/tiny-cpu.yaml --check_config true   # validate + print, no training
+    arc-trl train --config configs/tiny-cpu.yaml --check_config true   # one process; validate + print, no training
 
 The YAML file is one flat mapping of `trl.GRPOConfig`, `trl.ModelConfig` and `arc_trl.config.ArcConfig` keys;
 command-line flags override it. `--help` lists every key. `--resume_from_checkpoint auto` resumes from the latest

@@ -12,7 +12,7 @@ LONG = 3000  # seconds: stages that hold several of the experiment's steps
 
 def learning(ctx: Context) -> int:
     """The whole experiment of configs/gpu/learning/profile.yaml, one stage after the other (~75-80 min on an H100;
-    split it over machines with `pieces` and merge with `arc-trl experiment --report`)."""
+    split it over machines with `pieces` and merge with `python -m arc_experiments.learning --report`)."""
     return run(ctx, "learning", max(ctx.limit, LONG), ctx.demo())
 
 
@@ -87,13 +87,14 @@ def _two_at_a_time(ctx: Context, sweep_file: str, folder: str) -> list[int]:
     WORK/<experiment>/`folder`), two at a time: the next starts once the one before has logged a step."""
     codes = [
         run(ctx, "shared", ctx.limit, ctx.demo("--only", "teacher-privileged", "--with-needs")),
-        run(ctx, f"{folder}-configs", 300, [sys.executable, "scripts/sweep.py", f"{ctx.configs}/{sweep_file}",
-                                            "--dry-run", "--command", f"{sys.executable} scripts/train.py"]),
+        run(ctx, f"{folder}-configs", 300, [sys.executable, "-m", "arc_trl", "sweep", f"{ctx.configs}/{sweep_file}",
+                                            "--dry-run", "--command", f"{sys.executable} -m arc_trl train"]),
     ]
     running = []
     for config in sorted((ctx.learning / folder).glob("*/config.yaml")):
         name = config.parent.name
-        process = start(ctx, f"{folder}-{name}", [sys.executable, "scripts/train.py", "--config", str(config)])
+        train = [sys.executable, "-m", "arc_trl", "train", "--config", str(config)]
+        process = start(ctx, f"{folder}-{name}", train)
         first_step(ctx.work / "logs" / f"{folder}-{name}.log", process)
         running.append(process)
         if len(running) >= 2 and running[0] is not None:
@@ -159,12 +160,12 @@ def arc_agi_1(ctx: Context) -> int:
     steps = load_profile(ROOT / ctx.configs)["chosen_steps"].get("grpo-only", 40)
     codes = [
         run(ctx, "shared", ctx.limit, ctx.demo("--only", "student", "--with-needs")),
-        run(ctx, "arms-configs", 300, [sys.executable, "scripts/sweep.py", f"{ctx.configs}/arms.yaml", "--dry-run",
-                                       "--command", f"{sys.executable} scripts/train.py"]),
+        run(ctx, "arms-configs", 300, [sys.executable, "-m", "arc_trl", "sweep", f"{ctx.configs}/arms.yaml",
+                                       "--dry-run", "--command", f"{sys.executable} -m arc_trl train"]),
     ]
     config, best = ctx.learning / "arms" / "s0_grpo-only" / "config.yaml", ctx.learning / "arc-agi-1" / "grpo-only"
     codes.append(run(ctx, "arc-agi-1-grpo-only", max(ctx.limit, LONG), [
-        sys.executable, "scripts/train.py", "--config", str(config), "--max_steps", str(steps), "--output_dir",
+        sys.executable, "-m", "arc_trl", "train", "--config", str(config), "--max_steps", str(steps), "--output_dir",
         str(best), "--eval_every_steps", "0", "--eval_at_start", "false", "--save_strategy", "no"]))
     context = 8192  # SmolLM2's max_position_embeddings
     if not ctx.dry_run and (ctx.learning / "model" / "config.json").exists():
@@ -173,7 +174,7 @@ def arc_agi_1(ctx: Context) -> int:
     for name, model in (("student", ctx.learning / "student"), ("grpo-only", best)):
         folder = ctx.learning / "arc-agi-1" / f"eval-{name}"
         codes.append(run(ctx, f"arc-agi-1-eval-{name}", max(ctx.limit, LONG), [
-            sys.executable, "scripts/evaluate.py", "generate", "--train-config", f"{ctx.configs}/grpo-opd.yaml",
+            sys.executable, "-m", "arc_trl", "evaluate", "generate", "--train-config", f"{ctx.configs}/grpo-opd.yaml",
             "--model", str(model), "--dataset", ARC_AGI_1, "--output-dir", str(folder), "--n-predictions", "2",
             "--seed", "0", "--no-progress", "--max-prompt-tokens", str(context - budget), "--max-model-len",
             str(context), "--backend", "vllm", "--gpu-memory-utilization", "0.6", "--workers", "16"]))

@@ -16,7 +16,7 @@ HELDOUT = "synthetic:n=256,seed=1,difficulty=tiny,families=rotate+flip+transpose
 
 
 def train(ctx: Context, name: str, limit: int, *args: str) -> int:
-    return run(ctx, name, limit, [PY, "scripts/train.py", *args, "--output_dir", str(ctx.work / "runs" / name)])
+    return run(ctx, name, limit, [PY, "-m", "arc_trl", "train", *args, "--output_dir", str(ctx.work / "runs" / name)])
 
 
 def shape_8b(ctx: Context) -> tuple[int, str]:
@@ -28,7 +28,7 @@ def shape_8b(ctx: Context) -> tuple[int, str]:
         ctx,
         "build-8b",
         600,
-        [PY, "scripts/build_tiny_model.py", "--shape", "qwen3-8b", "--out", str(path), "--device", "cuda"],
+        [PY, "-m", "arc_trl", "build-tiny-model", "--shape", "qwen3-8b", "--out", str(path), "--device", "cuda"],
     ), str(path)
 
 

@@ -1,4 +1,6 @@
 """The `arc-trl` command: one subcommand per task (`arc-trl --help` lists them); `arc_trl/cli/main.py` dispatches.
 
-The modules here are the bodies of the `scripts/*.py` shims, so a checkout and an installed package run the same code.
+Every command lives here (or in the module `main.py` names). Code that starts one as a process runs
+`python -m arc_trl SUBCOMMAND`; `scripts/` keeps a shim only where a path is needed (`accelerate launch
+scripts/train.py`).
 """

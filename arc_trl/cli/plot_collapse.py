@@ -1,4 +1,4 @@
-"""Plot a run's collapse-guard signals: python scripts/plot_collapse.py OUTPUT_DIR --out docs/img/x.png [--keys ...]"""
+"""Plot a run's collapse-guard signals: arc-trl plot-collapse OUTPUT_DIR --out docs/img/x.png [--keys ...]"""
 
 from __future__ import annotations
 

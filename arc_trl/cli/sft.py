@@ -1,7 +1,7 @@
 """Supervised warm start on reference episodes of synthetic tasks (TRL SFTTrainer, assistant-only loss).
 
-    python scripts/sft.py --config configs/sft-tiny-cpu.yaml [--key value ...]
-    accelerate launch scripts/sft.py --config configs/X.yaml          # GPU, unchanged
+    arc-trl sft --config configs/sft-tiny-cpu.yaml [--key value ...]
+    accelerate launch -m arc_trl sft --config configs/X.yaml          # GPU, several processes
 
 The YAML is a flat mapping of `trl.SFTConfig`, `trl.ModelConfig` and `SftArguments` keys (below). Only the assistant
 turns are trained on (environment replies and prompts are masked), which is the completion-only loss of multi-turn
@@ -13,23 +13,26 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from arc_trl import defaults
 
 
 @dataclass
 class SftArguments:
     dataset: str = field(
         default="synthetic:n=256,seed=0,difficulty=tiny",
-        metadata={"help": "Tasks with reference programs: a synthetic: spec or a folder written by make_synthetic.py"},
+        metadata={"help": "Tasks with reference programs: a synthetic: spec or a folder from `arc-trl synthetic`"},
     )
-    agent_mode: str = field(default="repl", metadata={"help": "repl | program"})
+    agent_mode: str = field(default=defaults.AGENT_MODE, metadata={"help": "repl | program"})
     prompt_template: str | None = field(default=None, metadata={"help": "Custom prompt template (YAML)."})
-    chat_template: str = field(default="auto", metadata={"help": "auto | chatml | path (see train.py)."})
+    chat_template: str = field(
+        default=defaults.CHAT_TEMPLATE, metadata={"help": "auto | chatml | path (see arc-trl train)."}
+    )
     sandbox_workers: int = field(default=2, metadata={"help": "Sandbox processes used to replay REPL episodes."})
     privileged: str = field(
         default="none",
         metadata={"help": "none | program | solutions: train on the privileged teacher prompt (the reference "
                   "program or the test outputs appended to the user message), to build a privileged OPD teacher "
-                  "that uses its hint (train.py: teacher_privileged with the same value)."},
+                  "that uses its hint (arc-trl train: teacher_privileged with the same value)."},
     )
 
 

@@ -1,10 +1,10 @@
 #!/usr/bin/env python
 """Expand a sweep file into one config per run, show the runs and launch them (docs/sweeps.md).
 
-    python scripts/sweep.py configs/sweeps/lr-grid.yaml --dry-run                  # write configs, print the table
-    python scripts/sweep.py configs/sweeps/lr-grid.yaml                            # run one after another
-    python scripts/sweep.py configs/sweeps/lr-grid.yaml --gpus "0,1;2,3"           # 2 at a time, 2 GPUs each
-    python scripts/sweep.py configs/sweeps/lr-grid.yaml --launcher condor          # one HTCondor cluster
+    arc-trl sweep configs/sweeps/lr-grid.yaml --dry-run                  # write configs, print the table
+    arc-trl sweep configs/sweeps/lr-grid.yaml                            # run one after another
+    arc-trl sweep configs/sweeps/lr-grid.yaml --gpus "0,1;2,3"           # 2 at a time, 2 GPUs each
+    arc-trl sweep configs/sweeps/lr-grid.yaml --launcher condor          # one HTCondor cluster
 
 Re-running skips finished runs (run_summary.json) and resumes interrupted ones from their latest checkpoint.
 """
@@ -29,8 +29,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--max-parallel", type=int, help="local: runs at a time (default: number of GPU sets, or 1)")
     parser.add_argument("--gpus", help="local: GPU sets, one per parallel slot, e.g. '0,1;2,3'")
     parser.add_argument("--sweep-dir", type=Path, help="override the sweep file's sweep_dir")
-    parser.add_argument("--command", help="local: command replacing `python scripts/run_with_servers.py`, e.g. "
-                        "'python scripts/train.py' (gets --config <run>/config.yaml [--resume_from_checkpoint ...])")
+    parser.add_argument("--command", help="local: command replacing `arc-trl serve`, e.g. "
+                        "'arc-trl train' (gets --config <run>/config.yaml [--resume_from_checkpoint ...])")
     parser.add_argument("--no-check-keys", action="store_true",
                         help="skip checking config keys against the fields of GRPOConfig/ModelConfig/ArcConfig")
     args = parser.parse_args(argv)

@@ -1,8 +1,8 @@
 """Write a synthetic ARC dataset (procedural tasks with reference programs) in the formats of real ARC data.
 
-    python scripts/make_synthetic.py --n-tasks 200 --seed 0 --difficulty tiny --out data/synthetic-tiny
-    python scripts/make_synthetic.py --n-tasks 1000 --families rotate,flip,tile --format kaggle --out data/syn
-    python scripts/make_synthetic.py --list-families
+    arc-trl synthetic --n-tasks 200 --seed 0 --difficulty tiny --out data/synthetic-tiny
+    arc-trl synthetic --n-tasks 1000 --families rotate,flip,tile --format kaggle --out data/syn
+    arc-trl synthetic --list-families
 
 folder: DIR/<task_id>.json ({"train", "test"}); kaggle: DIR/<name>_challenges.json + DIR/<name>_solutions.json.
 Both also write DIR/metadata.jsonl (family, params, reference program, rule, SFT transcripts), read back by

@@ -1,6 +1,7 @@
 """ARC data: the task model, loaders, validation, augmentation, prompts and datasets.
 
-`datasets` is imported lazily (inside `build_dataset`), so `from arc_trl.data import load_tasks` stays light.
+`datasets` is imported lazily (inside `build_dataset`), so `import arc_trl.data` stays light. Tasks are loaded with
+`arc_trl.load_tasks` (`arc_trl.tasks`: every spec, generated curricula included), which sits above this package.
 """
 
 from arc_trl.data.augment import DIHEDRAL_NAMES, Augmentation, random_augmentation, split_task_id
@@ -16,8 +17,6 @@ from arc_trl.data.grid_format import format_grid, grid_shape, parse_grid
 from arc_trl.data.loaders import (
     BUNDLED_DATASETS,
     list_bundled,
-    load_task,
-    load_tasks,
     save_kaggle,
     save_tasks_folder,
 )
@@ -41,8 +40,6 @@ __all__ = [
     "grid_shape",
     "is_valid_grid",
     "list_bundled",
-    "load_task",
-    "load_tasks",
     "load_template",
     "normalize_grid",
     "parse_grid",

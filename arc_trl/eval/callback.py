@@ -14,7 +14,7 @@ and the trainer's sandbox pool, then logs through the trainer's logger (W&B, tra
 Generation is collective in distributed runs, so every process runs the evaluation on its share of the attempts;
 results are gathered and every process logs the same values (the reporting integrations write from the main process
 only). The model is put in eval mode for the duration and its previous mode restored. With `save_completions`, the
-main process writes the attempts to `output_dir/eval_arc/step_NNNNNN.jsonl` in the `evaluate.py score` format.
+main process writes the attempts to `output_dir/eval_arc/step_NNNNNN.jsonl` in the `arc-trl evaluate score` format.
 """
 
 from __future__ import annotations
@@ -28,6 +28,7 @@ from typing import Any
 
 from transformers import Trainer, TrainerCallback
 
+from arc_trl import defaults
 from arc_trl.data.task import ArcTask
 
 EVAL_PREFIX = "eval_arc/"
@@ -40,9 +41,9 @@ class ArcEvalCallback(TrainerCallback):
         trainer,
         eval_dataset,
         every_steps: int,
-        n_predictions: int = 4,
-        max_tasks: int | None = 16,
-        temperature: float | None = 1.0,
+        n_predictions: int = defaults.EVAL_N_PREDICTIONS,
+        max_tasks: int | None = defaults.EVAL_MAX_TASKS,
+        temperature: float | None = defaults.TEMPERATURE,
         at_start: bool = True,
         save_completions: bool = True,
     ) -> None:

@@ -1,6 +1,6 @@
 """Compare evaluation folders (e.g. baseline vs RL) side by side in one markdown table, best values in bold.
 
-Each folder is the output of `evaluate.py score`. Columns are those of `tables.py` plus one `pass@k` column per k
+Each folder is the output of `arc-trl evaluate score`. Columns are those of `tables.py` plus one `pass@k` column per k
 found in any folder (from `pass_at_k.json`, or computed from `per_attempt.jsonl`; "-" where a folder lacks that k).
 """
 
@@ -65,7 +65,7 @@ def compare_dirs(
 
 
 def add_compare_arguments(parser: argparse.ArgumentParser) -> argparse.ArgumentParser:
-    parser.add_argument("dirs", nargs="+", help="evaluation folders written by `evaluate.py score`")
+    parser.add_argument("dirs", nargs="+", help="evaluation folders written by `arc-trl evaluate score`")
     parser.add_argument("--names", nargs="+", default=None, help="one row label per folder (default: folder names)")
     parser.add_argument("--dataset", default=None, help="dataset label for every row (default: from the folders)")
     parser.add_argument("--output", default=None, help="also save the markdown table to this file")
@@ -74,7 +74,7 @@ def add_compare_arguments(parser: argparse.ArgumentParser) -> argparse.ArgumentP
 
 
 def run_compare(args: argparse.Namespace) -> int:
-    """`evaluate.py compare`: exit 0 done, 2 when a folder cannot be read."""
+    """`arc-trl evaluate compare`: exit 0 done, 2 when a folder cannot be read."""
     try:
         table = compare_dirs(args.dirs, args.names, args.dataset, args.plot)
     except (OSError, ValueError) as e:

@@ -1,4 +1,4 @@
-"""`evaluate.py generate`: sample attempts with the training agent, save them resumably, then score them.
+"""`arc-trl evaluate generate`: sample attempts with the training agent, save them resumably, then score them.
 
 The agent is the one `ArcGRPOTrainer` trains: the same prompts (`arc_trl.data.render_messages`), the same chat
 template resolution (`arc_trl.chat_template.resolve_chat_template`), the same sandbox and episode loop
@@ -9,7 +9,7 @@ training): what a privileged teacher solves when shown its hint.
 
 Files in `--output-dir DIR`:
 
-- `completions.jsonl`: one line per attempt, in the `evaluate.py score` format plus extra fields: `task_id` (the
+- `completions.jsonl`: one line per attempt, in the `arc-trl evaluate score` format plus extra fields: `task_id` (the
   original id), `attempt` (index within the task), `completion` (the assistant turns that ran, joined by blank lines:
   replaying it runs the same code blocks in order and reaches the same SUBMIT; a last turn cut by the token cap is
   left out because the episode did not run it either), `augmentation` (with `--augment`: the `Augmentation` string
@@ -19,7 +19,7 @@ Files in `--output-dir DIR`:
 - `sampling.json`: the settings that define an attempt (`MATCHED_SETTINGS`: model, adapter, dataset, agent and
   sampling options, chat/prompt templates) and one entry per run (seed, backend, versions, throughput). A folder
   never mixes attempts made with different settings: rerunning with other values fails.
-- after generation (unless `--no-score`): what `evaluate.py score` writes (`metrics.json`, `per_attempt.jsonl`,
+- after generation (unless `--no-score`): what `arc-trl evaluate score` writes (`metrics.json`, `per_attempt.jsonl`,
   `metrics.md`, `pass_at_k.json`, `pass_at_k.png`), scoring the first `--n-predictions` attempts of each task.
 
 Resuming: rerunning the same command generates only the (task_id, attempt) pairs missing from `completions.jsonl`;
@@ -46,8 +46,10 @@ from typing import Any
 from arc_trl.data.task import ArcTask
 from arc_trl.eval.attempts_file import COMPLETIONS_FILE, Job, episode_record, plan_jobs, read_completions_file
 from arc_trl.eval.generation_backends import BACKENDS, build_generator, eos_token_ids, load_tokenizer
+from arc_trl import defaults
 from arc_trl.eval.generation_settings import (
     AGENT_MODES,
+    CONFIGURABLE,
     SAMPLING_FILE,
     GenerateInputError,
     check_settings,
@@ -96,7 +98,7 @@ def generate_attempts(jobs: list[Job], prompts: list[list[dict]], generator, tok
 
 def score_folder(output_dir: Path, tasks: list[ArcTask], n_predictions: int, dataset: str, agent_mode: str,
                  workers: int, config, progress: bool = True, dropped: Sequence[ArcTask] = ()) -> dict[str, Any]:
-    """Score the first `n_predictions` attempts of each task (replayed in the sandbox, as `evaluate.py score`).
+    """Score the first `n_predictions` attempts of each task (replayed in the sandbox, as `arc-trl evaluate score`).
     `dropped`: the dataset's tasks left unattempted (prompt too long); they count in `n_dataset_tasks` and
     `n_missing_tasks` (the rates stay over the attempted tasks), listed as `dropped_task_ids`."""
     from arc_trl.eval.passk import write_pass_at_k
@@ -298,6 +300,10 @@ def run_generate(args: argparse.Namespace) -> int:
 def add_generate_arguments(parser: argparse.ArgumentParser) -> argparse.ArgumentParser:
     """Options left at None take their value from --train-config, else the default shown (`CONFIGURABLE`)."""
     p = parser.add_argument
+
+    def d(option: str) -> Any:  # the built-in default of an option left at None (written once: arc_trl.defaults)
+        return CONFIGURABLE[option][1]
+
     p("--model", default=None, help="model folder or hub id (the base model when --adapter is given)")
     p("--adapter", default=None, help="PEFT LoRA checkpoint to apply, e.g. outputs/run/checkpoint-20")
     p("--dataset", required=True, help="dataset name (arc-agi-1/eval), Kaggle challenges JSON, or task folder")
@@ -306,22 +312,23 @@ def add_generate_arguments(parser: argparse.ArgumentParser) -> argparse.Argument
     p("--n-predictions", type=int, default=8, help="attempts per task (default 8)")
     p("--train-config", default=None,
       help="training YAML or a run's arc_trl_config.json: default agent, sampling and sandbox settings")
-    p("--agent-mode", choices=AGENT_MODES, default=None, help="repl (default) or program")
-    p("--max-turns", type=int, default=None, help="assistant turns per episode (default 4)")
+    p("--agent-mode", choices=AGENT_MODES, default=None, help=f"repl or program (default {d('agent_mode')})")
+    p("--max-turns", type=int, default=None, help=f"assistant turns per episode (default {d('max_turns')})")
     p("--max-tokens-per-turn", type=int, default=None, help="token cap per turn (default: the episode budget)")
     p("--max-completion-length", type=int, default=None,
-      help="token budget of an episode, model + environment tokens (default 1024)")
+      help=f"token budget of an episode, model + environment tokens (default {d('max_completion_length')})")
     p("--max-prompt-tokens", type=int, default=None, help="skip tasks whose prompt is longer than this")
     p("--rollout-scheduling", choices=("lockstep", "per_episode"), default=None,
-      help="lockstep (default): each turn, all episodes of a batch generate together, or per_episode: each "
-           "episode advances on its own (vLLM backend; transformers falls back to lockstep)")
-    p("--temperature", type=float, default=None, help="sampling temperature (default 1.0; 0 = greedy)")
-    p("--top-p", type=float, default=None, help="default 1.0")
-    p("--top-k", type=int, default=None, help="default 0 (off)")
-    p("--min-p", type=float, default=None, help="default 0 (off)")
-    p("--repetition-penalty", type=float, default=None, help="default 1.0")
+      help="lockstep: each turn, all episodes of a batch generate together, or per_episode: each episode advances "
+           f"on its own (vLLM backend; transformers falls back to lockstep); default {d('rollout_scheduling')}")
+    p("--temperature", type=float, default=None, help=f"sampling temperature (default {d('temperature')}; 0 = greedy)")
+    p("--top-p", type=float, default=None, help=f"default {d('top_p')}")
+    p("--top-k", type=int, default=None, help=f"default {d('top_k')} (0: off)")
+    p("--min-p", type=float, default=None, help=f"default {d('min_p')} (0: off)")
+    p("--repetition-penalty", type=float, default=None, help=f"default {d('repetition_penalty')}")
     p("--prompt-template", default=None, help="custom prompt template (YAML), as in training")
-    p("--chat-template", default=None, help="auto (default) | chatml | path to a .jinja file, as in training")
+    p("--chat-template", default=None,
+      help=f"auto | chatml | path to a .jinja file, as in training (default {d('chat_template')})")
     p("--chat-template-kwargs", default=None, help='JSON object, e.g. \'{"enable_thinking": false}\'')
     p("--privileged", choices=("none", "program", "solutions"), default="none",
       help="prompt with the privileged teacher variant: the reference program (synthetic tasks) or the test outputs "
@@ -333,11 +340,13 @@ def add_generate_arguments(parser: argparse.ArgumentParser) -> argparse.Argument
     p("--max-tasks", type=int, default=None, help="only the first K tasks (sorted by id, after --max-prompt-tokens)")
     p("--task-ids", nargs="+", default=None, help="only these task ids")
     p("--seed", type=int, default=0, help="sampling seed, also of the augmentations (default 0)")
-    p("--workers", type=int, default=min(4, os.cpu_count() or 1), help="sandbox processes (default min(4, CPUs))")
-    p("--timeout-s", type=float, default=None, help="CPU-time limit per code run (default 5)")
-    p("--memory-mb", type=int, default=None, help="address-space limit of a sandbox process (default 1024)")
-    p("--max-output-chars", type=int, default=None, help="stdout/stderr kept per code run (default 2000)")
-    p("--dtype", default=None, help="model dtype: auto (default), float32, bfloat16, ...")
+    p("--workers", type=int, default=min(defaults.SANDBOX_WORKERS, os.cpu_count() or 1),
+      help=f"sandbox processes (default min({defaults.SANDBOX_WORKERS}, CPUs))")
+    p("--timeout-s", type=float, default=None, help=f"CPU-time limit per code run (default {d('timeout_s'):g})")
+    p("--memory-mb", type=int, default=None, help=f"address space of a sandbox process, MB (default {d('memory_mb')})")
+    p("--max-output-chars", type=int, default=None,
+      help=f"stdout/stderr kept per code run (default {d('max_output_chars')})")
+    p("--dtype", default=None, help=f"model dtype: auto, float32, bfloat16, ... (default {d('dtype')})")
     p("--max-model-len", type=int, default=None, help="vLLM context (default: longest prompt + episode budget)")
     p("--gpu-memory-utilization", type=float, default=0.9, help="vLLM (default 0.9)")
     p("--tensor-parallel-size", type=int, default=1, help="vLLM (default 1)")

@@ -1,4 +1,4 @@
-"""Generation backends of `evaluate.py generate`: the tokenizer, the model and the generator that samples episodes.
+"""Generation backends of `arc-trl evaluate generate`: the tokenizer, the model and the generator that samples episodes.
 
 `build_generator` makes a `VLLMGenerator` (a standalone vLLM engine, with a LoRA adapter merged into a temporary
 checkpoint first) or a `TransformersGenerator` (transformers `generate`, adapter merged in memory), with the sampling

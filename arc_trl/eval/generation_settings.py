@@ -1,4 +1,4 @@
-"""Settings of `evaluate.py generate`: its options, and `sampling.json`, the record of how attempts were made.
+"""Settings of `arc-trl evaluate generate`: its options, and `sampling.json`, the record of how attempts were made.
 
 Options left unset on the command line come from a training config (`--train-config`, `load_train_config`), then from
 the built-in defaults (`CONFIGURABLE`), and are checked (`resolve_options`). `MATCHED_SETTINGS` are the values that
@@ -16,14 +16,8 @@ import os
 from pathlib import Path
 from typing import Any
 
-from arc_trl.rollout.settings import (
-    AGENT_MODES,
-    DEFAULT_AGENT_MODE,
-    DEFAULT_MAX_COMPLETION_LENGTH,
-    DEFAULT_MAX_TOKENS_PER_TURN,
-    DEFAULT_MAX_TURNS,
-    DEFAULT_SCHEDULING,
-)
+from arc_trl import defaults
+from arc_trl.rollout.settings import AGENT_MODES
 
 SAMPLING_FILE = "sampling.json"
 # What defines an attempt. Attempts made with different values never share a folder.
@@ -33,27 +27,28 @@ MATCHED_SETTINGS = (
     "prompt_template_sha256", "chat_template", "chat_template_sha256", "chat_template_kwargs", "sandbox_timeout_s",
     "sandbox_memory_mb", "sandbox_max_output_chars", "privileged",
 )
-# option -> (training config key, built-in default). Precedence: command line, then --train-config, then default.
+# option -> (training config key, built-in default: the training one, arc_trl.defaults). Precedence: command line,
+# then --train-config, then default.
 CONFIGURABLE: dict[str, tuple[str, Any]] = {
     "model": ("model_name_or_path", None),
     "dtype": ("dtype", "auto"),
-    "agent_mode": ("agent_mode", DEFAULT_AGENT_MODE),
-    "max_turns": ("max_turns", DEFAULT_MAX_TURNS),
-    "max_tokens_per_turn": ("max_tokens_per_turn", DEFAULT_MAX_TOKENS_PER_TURN),
-    "max_completion_length": ("max_completion_length", DEFAULT_MAX_COMPLETION_LENGTH),
+    "agent_mode": ("agent_mode", defaults.AGENT_MODE),
+    "max_turns": ("max_turns", defaults.MAX_TURNS),
+    "max_tokens_per_turn": ("max_tokens_per_turn", defaults.MAX_TOKENS_PER_TURN),
+    "max_completion_length": ("max_completion_length", defaults.MAX_COMPLETION_LENGTH),
     "max_prompt_tokens": ("max_prompt_tokens", None),
-    "rollout_scheduling": ("rollout_scheduling", DEFAULT_SCHEDULING),
-    "temperature": ("temperature", 1.0),
-    "top_p": ("top_p", 1.0),
-    "top_k": ("top_k", 0),
-    "min_p": ("min_p", 0.0),
-    "repetition_penalty": ("repetition_penalty", 1.0),
+    "rollout_scheduling": ("rollout_scheduling", defaults.ROLLOUT_SCHEDULING),
+    "temperature": ("temperature", defaults.TEMPERATURE),
+    "top_p": ("top_p", defaults.TOP_P),
+    "top_k": ("top_k", defaults.TOP_K),
+    "min_p": ("min_p", defaults.MIN_P),
+    "repetition_penalty": ("repetition_penalty", defaults.REPETITION_PENALTY),
     "prompt_template": ("prompt_template", None),
-    "chat_template": ("chat_template", "auto"),
+    "chat_template": ("chat_template", defaults.CHAT_TEMPLATE),
     "chat_template_kwargs": ("chat_template_kwargs", None),
-    "timeout_s": ("sandbox_timeout_s", 5.0),
-    "memory_mb": ("sandbox_memory_mb", 1024),
-    "max_output_chars": ("sandbox_max_output_chars", 2000),
+    "timeout_s": ("sandbox_timeout_s", defaults.SANDBOX_TIMEOUT_S),
+    "memory_mb": ("sandbox_memory_mb", defaults.SANDBOX_MEMORY_MB),
+    "max_output_chars": ("sandbox_max_output_chars", defaults.SANDBOX_MAX_OUTPUT_CHARS),
 }
 
 
@@ -66,7 +61,7 @@ def _sha256(text: str | None) -> str | None:
 
 
 def load_train_config(path: str) -> dict[str, Any]:
-    """Keys of a training YAML (`scripts/train.py --config`) or of the `arc_trl_config.json` a run writes."""
+    """Keys of a training YAML (`arc-trl train --config`) or of the `arc_trl_config.json` a run writes."""
     file = Path(path)
     if not file.is_file():
         raise GenerateInputError(f"--train-config {path}: no such file")
@@ -167,7 +162,7 @@ def check_settings(output_dir: Path, settings: dict[str, Any], has_attempts: boo
         recorded = json.loads(path.read_text())
         old = recorded["settings"]
     except (json.JSONDecodeError, KeyError, TypeError) as e:
-        raise GenerateInputError(f"{path}: not a sampling.json written by `evaluate.py generate` ({e})") from None
+        raise GenerateInputError(f"{path}: not a sampling.json written by `arc-trl evaluate generate` ({e})") from None
     differences = [f"{key}: {old.get(key)!r} there, {settings[key]!r} now" for key in MATCHED_SETTINGS
                    if old.get(key) != settings[key]]
     if differences and has_attempts:

@@ -59,7 +59,8 @@ def read_per_attempt(path: str | Path) -> list[dict[str, Any]]:
     if path.is_dir():
         path = path / PER_ATTEMPT_FILE
     if not path.is_file():
-        raise FileNotFoundError(f"{path}: no such file (expected the per_attempt.jsonl written by `evaluate.py score`)")
+        raise FileNotFoundError(f"{path}: no such file (expected the per_attempt.jsonl written by "
+                                "`arc-trl evaluate score`)")
     records = []
     with path.open() as f:
         for line_number, line in enumerate(f, start=1):

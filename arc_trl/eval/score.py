@@ -1,6 +1,6 @@
-"""`evaluate.py score`: replay recorded completions in the sandbox and measure them against the ground truth.
+"""`arc-trl evaluate score`: replay recorded completions in the sandbox and measure them against the ground truth.
 
-Inputs: a dataset (anything `arc_trl.data.load_tasks` reads: `arc-agi-1/eval`, a Kaggle challenges file, a folder of
+Inputs: a dataset (anything `arc_trl.load_tasks` reads: `arc-agi-1/eval`, a Kaggle challenges file, a folder of
 task files) and a JSONL file with one attempt per line, `{"task_id": "...", "completion": "<assistant text>"}`.
 Several lines with the same task id are several attempts. An optional `test_index` is ignored (every test input is
 scored). An attempt on an augmented copy of a task has the task id `"<id>|<augmentation>"` (or an `augmentation`
@@ -48,6 +48,7 @@ from pathlib import Path
 from statistics import fmean
 from typing import Any
 
+from arc_trl import defaults
 from arc_trl.data.augment import Augmentation
 from arc_trl.data.task import ArcTask, Grid, normalize_grid
 from arc_trl.eval.score_input import (
@@ -234,8 +235,8 @@ def replay_all(attempts: list[Attempt], tasks: list[ArcTask], workers: int, conf
     return outcomes  # type: ignore[return-value]
 
 
-def score_completions(tasks: list[ArcTask], records: list[dict[str, Any]], workers: int = 4, config: Any = None,
-                      mode: str = "auto", where: str = "<completions>", progress: bool = True,
+def score_completions(tasks: list[ArcTask], records: list[dict[str, Any]], workers: int = defaults.SANDBOX_WORKERS,
+                      config: Any = None, mode: str = "auto", where: str = "<completions>", progress: bool = True,
                       source: str | Path | None = None) -> tuple[dict[str, Any], list[dict[str, Any]]]:
     """(metrics, per-attempt rows) for completion records: as returned by `read_completions`, or by
     `scan_completions` (without their text) with `source` the file to stream the completions from."""
@@ -280,17 +281,19 @@ def add_score_arguments(parser: argparse.ArgumentParser) -> argparse.ArgumentPar
     parser.add_argument("--completions", required=True,
                         help='JSONL file, one attempt per line: {"task_id": ..., "completion": ...}')
     parser.add_argument("--output-dir", required=True, help="folder for metrics.json and per_attempt.jsonl")
-    parser.add_argument("--workers", type=int, default=min(4, os.cpu_count() or 1),
-                        help="attempts replayed in parallel (default: min(4, CPUs))")
+    parser.add_argument("--workers", type=int, default=min(defaults.SANDBOX_WORKERS, os.cpu_count() or 1),
+                        help=f"attempts replayed in parallel (default: min({defaults.SANDBOX_WORKERS}, CPUs))")
     parser.add_argument("--mode", choices=("auto", "repl", "program"), default="auto",
                         help="how to get predictions: SUBMIT, then transform (auto, default); SUBMIT only (repl); "
                              "transform only (program)")
-    parser.add_argument("--timeout-s", type=float, default=5.0,
-                        help="CPU-time limit (seconds) per code run / transform call")
+    parser.add_argument("--timeout-s", type=float, default=defaults.SANDBOX_TIMEOUT_S,
+                        help="CPU-time limit (seconds) per code run / transform call "
+                        f"(default {defaults.SANDBOX_TIMEOUT_S:g})")
     parser.add_argument("--wall-timeout-s", type=float, default=None,
                         help="wall-clock backstop per run for code that sleeps or waits (default: max(4 x "
                              "--timeout-s, --timeout-s + 5))")
-    parser.add_argument("--memory-mb", type=int, default=1024, help="address-space limit of each sandbox process")
+    parser.add_argument("--memory-mb", type=int, default=defaults.SANDBOX_MEMORY_MB,
+                        help=f"address-space limit of each sandbox process (default {defaults.SANDBOX_MEMORY_MB})")
     parser.add_argument("--strict", action="store_true",
                         help="exit 1 (after scoring the complete lines) when the last line of the file is torn")
     parser.add_argument("--no-progress", action="store_true", help="no progress bar")

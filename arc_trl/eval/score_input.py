@@ -1,4 +1,4 @@
-"""The inputs of `evaluate.py score`: the completions file, and its attempts matched to the dataset's tasks.
+"""The inputs of `arc-trl evaluate score`: the completions file, and its attempts matched to the dataset's tasks.
 
 The completions file is streamed, never held in memory: a first pass checks every line and keeps only its task id
 (and augmentation); the second reads each completion as its attempt is replayed (a few per worker in flight). A
@@ -126,7 +126,7 @@ def stream_completions(path: str | Path, lines: Iterable[int]) -> Iterator[str]:
 
 def read_completions(path: str | Path) -> list[dict[str, Any]]:
     """The records of a completions JSONL file, completions included, each with its `line` number (a torn last
-    line is skipped with a warning). Raises ScoreInputError. `evaluate.py score` streams instead."""
+    line is skipped with a warning). Raises ScoreInputError. `arc-trl evaluate score` streams instead."""
     scan = scan_completions(path)
     texts = stream_completions(scan.path, [r["line"] for r in scan.records])
     return [{**record, "completion": text} for record, text in zip(scan.records, texts, strict=True)]

@@ -53,7 +53,7 @@ def _read_json(path: Path, what: str) -> Any:
 
 
 def load_challenges(spec: str | Path, solutions: str | Path | None = None) -> dict[str, ArcTask]:
-    """{task_id: ArcTask} of anything `arc_trl.data.loaders.load_tasks` reads: a Kaggle `X_challenges.json` (solutions
+    """{task_id: ArcTask} of anything `arc_trl.load_tasks` reads: a Kaggle `X_challenges.json` (solutions
     from `solutions`, else from the sibling `X_solutions.json` when it exists), a bundled dataset name such as
     'arc-agi-2/eval' (with solutions), or a folder of per-task files."""
     return {task.id: task for task in load_tasks(spec, solutions=solutions)}
@@ -249,7 +249,7 @@ def task_solutions(tasks: Mapping[str, ArcTask]) -> dict[str, list[Grid]]:
 
 
 def validate_main(argv: Sequence[str] | None = None) -> int:
-    """`scripts/validate_submission.py`: print every problem; exit 1 if invalid, 2 if inputs cannot be read."""
+    """`arc-trl validate-submission`: print every problem; exit 1 if invalid, 2 if inputs cannot be read."""
     parser = argparse.ArgumentParser(description="Validate (and, with solutions, score) a Kaggle ARC submission.")
     parser.add_argument("--submission", required=True, help="submission.json to check")
     parser.add_argument(
@@ -297,7 +297,7 @@ def add_submit_arguments(parser: argparse.ArgumentParser) -> argparse.ArgumentPa
 
 
 def run_submit(args: argparse.Namespace) -> int:
-    """`evaluate.py submit`: exit 0 written, 1 invalid result (a bug), 2 unreadable or malformed inputs."""
+    """`arc-trl evaluate submit`: exit 0 written, 1 invalid result (a bug), 2 unreadable or malformed inputs."""
     per_attempt = Path(args.per_attempt)
     output = (
         Path(args.output)

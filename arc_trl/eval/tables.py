@@ -1,6 +1,6 @@
 """Markdown tables of evaluation metrics, in the layout of the research log.
 
-One row per evaluation folder (the output of `evaluate.py score`): its `metrics.json` fractions are shown as
+One row per evaluation folder (the output of `arc-trl evaluate score`): its `metrics.json` fractions are shown as
 percentages with 2 decimals, a missing value as "-". `n_preds` is the number of attempts per task
 (`n_attempts / n_tasks`).
 """
@@ -39,7 +39,7 @@ def read_metrics(eval_dir: str | Path) -> dict[str, Any]:
     """Load `eval_dir/metrics.json`, checking that every table metric present is a number."""
     path = Path(eval_dir) / METRICS_FILE
     if not path.is_file():
-        raise FileNotFoundError(f"{path}: no such file (run `evaluate.py score` on this folder first)")
+        raise FileNotFoundError(f"{path}: no such file (run `arc-trl evaluate score` on this folder first)")
     try:
         metrics = json.loads(path.read_text())
     except json.JSONDecodeError as e:
@@ -144,7 +144,7 @@ def write_metrics_table(
 
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description="Print and save (DIR/metrics.md) the metrics table of a folder.")
-    parser.add_argument("eval_dir", help="folder written by `evaluate.py score` (holds metrics.json)")
+    parser.add_argument("eval_dir", help="folder written by `arc-trl evaluate score` (holds metrics.json)")
     parser.add_argument("--dataset", default=None, help="dataset label (default: from metrics.json/sampling.json)")
     parser.add_argument("--experiment", default=None, help="experiment label (default: the folder name)")
     args = parser.parse_args(argv)

@@ -1,5 +1,5 @@
 """The keys of a training YAML that say how a run is laid out on GPUs. They are fields of `ArcConfig`
-(scripts/train.py accepts and ignores them); scripts/run_with_servers.py and the HTCondor resource defaults read
+(`arc-trl train` accepts and ignores them); `arc-trl serve` and the HTCondor resource defaults read
 them from the YAML, where a missing key takes the default below.
 
 GPU split of one job, assigned in this order from the GPUs the job sees (CUDA_VISIBLE_DEVICES):
@@ -83,7 +83,7 @@ def gpu_split(config: dict) -> GpuSplit:
 
 
 def known_config_keys() -> set[str]:
-    """Every top-level key scripts/train.py accepts: the fields of GRPOConfig, ModelConfig and ArcConfig, plus `env`
+    """Every top-level key `arc-trl train` accepts: the fields of GRPOConfig, ModelConfig and ArcConfig, plus `env`
     (TrlParser's environment block). Imports trl (a few seconds)."""
     from trl import GRPOConfig, ModelConfig
 

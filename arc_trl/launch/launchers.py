@@ -41,7 +41,8 @@ from arc_trl.launch.sweep import (
     write_runs,
 )
 
-WRAPPER_SCRIPT = REPO_ROOT / "scripts" / "run_with_servers.py"
+# `arc-trl serve` run by this interpreter (python -m arc_trl): the config's vLLM servers, then `accelerate launch`
+SERVE_ARGS = ["-m", "arc_trl", "serve"]
 LOG_FILE = "train.log"
 Printer = Callable[[str], None]
 
@@ -51,8 +52,8 @@ def _print(message: str) -> None:
 
 
 def default_command_prefix() -> list[str]:
-    """`python scripts/run_with_servers.py`: starts the config's vLLM servers, then `accelerate launch train.py`."""
-    return [sys.executable, str(WRAPPER_SCRIPT)]
+    """`python -m arc_trl serve`: starts the config's vLLM servers, then `accelerate launch scripts/train.py`."""
+    return [sys.executable, *SERVE_ARGS]
 
 
 def parse_gpu_sets(text: str | None) -> list[str] | None:
@@ -202,7 +203,7 @@ class LocalLauncher:
 class CondorLauncher:
     """Submits the unfinished runs as one cluster (`queue run_name, run_dir, gpus from <items file>`).
 
-    Each job runs `python scripts/run_with_servers.py --config <run_dir>/config.yaml --resume --auto-ports`, so a
+    Each job runs `python -m arc_trl serve --config <run_dir>/config.yaml --resume --auto-ports`, so a
     retried or re-submitted job resumes from its latest checkpoint at start and a finished one exits at once.
     Resources: the sweep file's `condor:` block over defaults derived from the largest run's config."""
 
@@ -236,7 +237,7 @@ class CondorLauncher:
             queue_args = write_itemdata(items, condor_dir / "items.txt")
             submit = build_submit(
                 executable=sys.executable,
-                arguments=[str(WRAPPER_SCRIPT), "--config", "$(run_dir)/config.yaml", "--resume", "--auto-ports"],
+                arguments=[*SERVE_ARGS, "--config", "$(run_dir)/config.yaml", "--resume", "--auto-ports"],
                 resources=CondorResources.from_mapping(
                     {"environment": {"WANDB_RUN_GROUP": spec.wandb_group,
                                      **({"WANDB_PROJECT": spec.wandb_project} if spec.wandb_project else {}),
@@ -275,7 +276,7 @@ def run_sweep(
     """Expand `sweep_file`, write its run folders and manifest, print the table and launch.
 
     Returns run name -> exit code (None for skipped finished runs, for every run with `dry_run` and with the condor
-    launcher). `command_prefix` replaces `python scripts/run_with_servers.py` for the local launcher (tests use a
+    launcher). `command_prefix` replaces `python -m arc_trl serve` for the local launcher (tests use a
     fake training script)."""
     spec = load_sweep(sweep_file, sweep_dir)
     runs = expand_sweep(spec, known_keys)

@@ -1,6 +1,6 @@
 """Where a training run stands, read from its output folder (HF Trainer conventions).
 
-- finished:  `run_summary.json` exists (written by scripts/train.py at the very end).
+- finished:  `run_summary.json` exists (written by `arc-trl train` at the very end).
 - resumable: at least one complete `checkpoint-N/` folder (one holding `trainer_state.json`; a checkpoint cut off
   while saving lacks it and is ignored). Resume from the largest such N.
 - new:       anything else (missing folder, or a run that died before its first checkpoint: it restarts from scratch).

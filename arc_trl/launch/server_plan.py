@@ -1,6 +1,6 @@
 """The plan of a training job: which vLLM servers to start, which trainer command to run, and on which GPUs.
 
-Pure logic (no processes): `build_plan(config, ...)` -> `LaunchPlan`; scripts/run_with_servers.py executes it.
+Pure logic (no processes): `build_plan(config, ...)` -> `LaunchPlan`; `arc-trl serve` (server_runner.py) executes it.
 GPUs are assigned in the order student server -> trainer -> teacher server (see launch_config.py).
 """
 

@@ -1,4 +1,4 @@
-"""Run a training config with the vLLM servers it needs (the logic of scripts/run_with_servers.py).
+"""Run a training config with the vLLM servers it needs (the logic of `arc-trl serve`).
 
 1. read the config, lay it out on the job's GPUs (server_plan.py); stop before starting anything when a port the
    plan needs is taken (a server's, the weight-sync group's, accelerate's rendezvous),
@@ -198,7 +198,7 @@ def build_arg_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         description="Run scripts/train.py with the vLLM servers its config needs (student `trl vllm-serve`, teacher "
         "`vllm serve`) on slices of the job's GPUs. Arguments not listed here are passed on to scripts/train.py.",
-        epilog="example: python scripts/run_with_servers.py --config configs/qwen3-8b-4gpu.yaml --dry-run",
+        epilog="example: arc-trl serve --config configs/qwen3-8b-4gpu.yaml --dry-run",
     )
     parser.add_argument("--config", required=True, type=Path, help="training YAML (as for scripts/train.py)")
     parser.add_argument("--gpus", help="comma-separated GPU ids to use (default: CUDA_VISIBLE_DEVICES/nvidia-smi)")

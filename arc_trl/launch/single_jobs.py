@@ -1,5 +1,5 @@
-"""Single HTCondor jobs: one training run (through scripts/run_with_servers.py) or one evaluation
-(scripts/evaluate.py). The logic of scripts/submit_condor.py.
+"""Single HTCondor jobs: one training run (through `arc-trl serve`) or one evaluation (`arc-trl evaluate`): the
+logic of `arc-trl condor`. Jobs run the commands as `python -m arc_trl ...` with the submitting interpreter.
 """
 
 from __future__ import annotations
@@ -12,11 +12,11 @@ from pathlib import Path
 from typing import Any
 
 from arc_trl.launch.condor import CondorError, CondorResources, build_submit, default_resources, submit_or_write
+from arc_trl.launch.launchers import SERVE_ARGS
 from arc_trl.launch.server_plan import REPO_ROOT, PlanError
 from arc_trl.launch.server_runner import load_config
 
-WRAPPER_SCRIPT = REPO_ROOT / "scripts" / "run_with_servers.py"
-EVALUATE_SCRIPT = REPO_ROOT / "scripts" / "evaluate.py"
+EVALUATE_ARGS = ["-m", "arc_trl", "evaluate"]  # `arc-trl evaluate` run by the submitting interpreter
 EVALUATE_DEFAULTS = CondorResources(gpus=1, cpus=8, memory="32G", disk="20G")
 
 
@@ -60,13 +60,13 @@ def _add_resource_flags(parser: argparse.ArgumentParser) -> None:
 def build_arg_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         description="Submit one training or evaluation job to HTCondor (or write its .sub file when no schedd is "
-        "reachable). Arguments after `--` go to scripts/train.py (train) or scripts/evaluate.py (evaluate).",
+        "reachable). Arguments after `--` go to `arc-trl train` (train) or `arc-trl evaluate` (evaluate).",
     )
     commands = parser.add_subparsers(dest="command", required=True)
-    train = commands.add_parser("train", help="python scripts/run_with_servers.py --config X --resume --auto-ports")
+    train = commands.add_parser("train", help="arc-trl serve --config X --resume --auto-ports")
     train.add_argument("--config", required=True, type=Path, help="training YAML")
     _add_resource_flags(train)
-    evaluate = commands.add_parser("evaluate", help="python scripts/evaluate.py <args after -->")
+    evaluate = commands.add_parser("evaluate", help="arc-trl evaluate <args after -->")
     evaluate.add_argument("--name", default="evaluate", help="batch name and log file prefix")
     _add_resource_flags(evaluate)
     return parser
@@ -76,13 +76,13 @@ def train_job(args: argparse.Namespace, extra: list[str]) -> tuple[Any, Path]:
     config_path = args.config.resolve()
     config = load_config(config_path)
     base = default_resources(config)
-    resources = CondorResources.from_mapping(_resource_overrides(args), base, "submit_condor.py train")
+    resources = CondorResources.from_mapping(_resource_overrides(args), base, "arc-trl condor train")
     output_dir = Path(config.get("output_dir") or REPO_ROOT / "runs" / config_path.stem).resolve()
     job_dir = (args.job_dir or output_dir / "condor").resolve()
     name = str(config.get("run_name") or config_path.stem)
     submit = build_submit(
         executable=sys.executable,
-        arguments=[str(WRAPPER_SCRIPT), "--config", str(config_path), "--resume", "--auto-ports", *extra],
+        arguments=[*SERVE_ARGS, "--config", str(config_path), "--resume", "--auto-ports", *extra],
         resources=resources,
         log=job_dir / "condor.log",
         output=str(job_dir / "train.$(Cluster).log"),
@@ -104,15 +104,15 @@ def _evaluate_output_dir(extra: list[str]) -> Path | None:
 
 def evaluate_job(args: argparse.Namespace, extra: list[str]) -> tuple[Any, Path]:
     if not extra:
-        raise CondorError("evaluate: give the scripts/evaluate.py arguments after `--`")
-    resources = CondorResources.from_mapping(_resource_overrides(args), EVALUATE_DEFAULTS, "submit_condor.py evaluate")
+        raise CondorError("evaluate: give the `arc-trl evaluate` arguments after `--`")
+    resources = CondorResources.from_mapping(_resource_overrides(args), EVALUATE_DEFAULTS, "arc-trl condor evaluate")
     output_dir = _evaluate_output_dir(extra)
     default_dir = (output_dir / "condor") if output_dir else REPO_ROOT / "runs" / "condor" / time.strftime(
         f"{args.name}-%Y%m%d-%H%M%S")
     job_dir = (args.job_dir or default_dir).resolve()
     submit = build_submit(
         executable=sys.executable,
-        arguments=[str(EVALUATE_SCRIPT), *extra],
+        arguments=[*EVALUATE_ARGS, *extra],
         resources=resources,
         log=job_dir / "condor.log",
         output=str(job_dir / f"{args.name}.$(Cluster).log"),

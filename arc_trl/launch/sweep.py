@@ -361,7 +361,7 @@ def _check_known_keys(spec: SweepSpec, runs: list[Run], known_keys: set[str]) ->
         unknown = sorted(set(run.config) - known_keys)
         if unknown:
             raise SweepError(spec.path, f"run {run.name!r}: unknown config keys {unknown} (from the base config "
-                             f"{spec.base_config_path} or the sweep); scripts/train.py would reject them")
+                             f"{spec.base_config_path} or the sweep); `arc-trl train` would reject them")
 
 
 # ----------------------------------------------------------------------------------------------------------------

@@ -24,6 +24,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
+from arc_trl import defaults
 from arc_trl.data.task import ArcTask, Grid, is_valid_grid
 from arc_trl.rewards.outcome import AttemptOutcome
 from arc_trl.rewards.scoring import exact_match, pixel_accuracy
@@ -166,7 +167,9 @@ def needs_test_outputs(mode: str, agent_mode: str) -> bool:
     return not (mode == "barc" and agent_mode == "program")
 
 
-def compute_reward(mode: str, outcome: AttemptOutcome | dict | None, task: ArcTask, agent_mode: str = "repl") -> float:
+def compute_reward(
+    mode: str, outcome: AttemptOutcome | dict | None, task: ArcTask, agent_mode: str = defaults.AGENT_MODE
+) -> float:
     """Reward of one attempt. `outcome` may be an `AttemptOutcome`, its dict, or None (-> `lowest_reward(mode)`)."""
     check_choice(mode, REWARD_MODES, "reward mode")
     check_choice(agent_mode, AGENT_MODES, "agent_mode")

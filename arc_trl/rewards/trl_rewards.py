@@ -18,6 +18,7 @@ import logging
 from collections.abc import Callable
 from typing import Any
 
+from arc_trl import defaults
 from arc_trl.data.task import ArcTask
 from arc_trl.rewards.modes import (
     AGENT_MODES,
@@ -47,7 +48,7 @@ _PROGRAM_ONLY = ("train_exact_match_fraction", "train_pixel_score")
 class ArcReward:
     """The reward of `mode` (binary, partial, balanced, barc) for `agent_mode` (repl, program); see `modes`."""
 
-    def __init__(self, mode: str, agent_mode: str = "repl"):
+    def __init__(self, mode: str, agent_mode: str = defaults.AGENT_MODE):
         check_choice(mode, REWARD_MODES, "reward mode")
         check_choice(agent_mode, AGENT_MODES, "agent_mode")
         self.mode, self.agent_mode = mode, agent_mode
@@ -68,7 +69,7 @@ class ArcRewardComponent:
     outputs, train components in REPL mode. A missing outcome scores 0.
     """
 
-    def __init__(self, name: str, agent_mode: str = "repl"):
+    def __init__(self, name: str, agent_mode: str = defaults.AGENT_MODE):
         check_choice(name, tuple(COMPONENTS), "reward component")
         check_choice(agent_mode, AGENT_MODES, "agent_mode")
         self.name, self.agent_mode = name, agent_mode
@@ -92,12 +93,12 @@ class ArcRewardComponent:
         return f"ArcRewardComponent(name={self.name!r}, agent_mode={self.agent_mode!r})"
 
 
-def make_reward_func(mode: str, agent_mode: str = "repl") -> Callable[..., list[float]]:
+def make_reward_func(mode: str, agent_mode: str = defaults.AGENT_MODE) -> Callable[..., list[float]]:
     """The TRL reward function of `mode`; its `__name__` is `arc_reward_<mode>`."""
     return ArcReward(mode, agent_mode)
 
 
-def make_component_reward_funcs(agent_mode: str = "repl") -> list[ArcRewardComponent]:
+def make_component_reward_funcs(agent_mode: str = defaults.AGENT_MODE) -> list[ArcRewardComponent]:
     """Component reward functions for logging (train_* only in program mode)."""
     names = [n for n in COMPONENTS if agent_mode == "program" or n not in _PROGRAM_ONLY]
     return [ArcRewardComponent(n, agent_mode) for n in names]
@@ -113,7 +114,9 @@ def make_reward_funcs(
     return funcs, [1.0] + [0.0] * (len(funcs) - 1)
 
 
-def breakdowns(outcomes: list[Any], task_jsons: list[str], agent_mode: str = "repl") -> list[RewardBreakdown | None]:
+def breakdowns(
+    outcomes: list[Any], task_jsons: list[str], agent_mode: str = defaults.AGENT_MODE
+) -> list[RewardBreakdown | None]:
     """Per-completion breakdowns (None where the outcome is missing), e.g. for logging tables."""
     tasks = _parse_tasks(task_jsons, None, "breakdowns")
     out: list[RewardBreakdown | None] = []

@@ -5,6 +5,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
+from arc_trl import defaults
+
 
 @dataclass(frozen=True)
 class SandboxConfig:
@@ -17,13 +19,13 @@ class SandboxConfig:
     `kill_grace_s`, or the backstop passes by `kill_grace_s` (then the session is restarted and its state is lost).
     """
 
-    timeout_s: float = 5.0  # CPU seconds per code run
+    timeout_s: float = defaults.SANDBOX_TIMEOUT_S  # CPU seconds per code run
     wall_timeout_s: float | None = None  # wall-clock backstop per run (None: max(4 x CPU limit, CPU limit + 5 s))
     cpu_time_s: float | None = None  # legacy: a CPU limit below timeout_s (None: timeout_s); the limit is the smaller
     program_timeout_s: float | None = None  # CPU seconds per `transform` call in program mode (None: timeout_s)
     kill_grace_s: float = 1.0  # hard kill this long after the soft limit
-    memory_mb: int = 1024  # address-space limit of the interpreter; Python + numpy already take ~110 MB of it
-    max_output_chars: int = 8000  # per stream (stdout, stderr) per run; the rest is dropped with a visible marker
+    memory_mb: int = defaults.SANDBOX_MEMORY_MB  # address space of the interpreter; Python + numpy take ~110 MB of it
+    max_output_chars: int = defaults.SANDBOX_MAX_OUTPUT_CHARS  # per stream per run; the rest dropped with a marker
     max_threads: int = 1  # threads the model code may run, the main thread included (1: no extra threads/processes)
     max_recursion_depth: int = 10_000  # sys.setrecursionlimit is capped at this (Python's default limit is 1000)
     max_code_chars: int = 100_000  # longer code is refused without running it
@@ -31,10 +33,10 @@ class SandboxConfig:
     session_cpu_s: int = 600  # RLIMIT_CPU of a whole session process (it is restarted when exhausted)
     max_file_mb: int = 16  # largest file the code may write in its working directory
     max_open_files: int = 64
-    disk_mb: int = 16  # bytes the working directory may hold (private tmpfs: memory, freed when the session ends)
-    max_files: int = 1000  # files + folders the working directory may hold (private tmpfs)
+    disk_mb: int = defaults.SANDBOX_DISK_MB  # MB the working directory may hold (private tmpfs: memory, freed after)
+    max_files: int = defaults.SANDBOX_MAX_FILES  # files + folders the working directory may hold (private tmpfs)
     private_tmpfs: bool = True  # working directory = a size/inode-limited tmpfs where the kernel allows it
-    idle_memory_mb: int | None = 128  # resident memory a session may keep between runs, else it is restarted
+    idle_memory_mb: int | None = defaults.SANDBOX_IDLE_MEMORY_MB  # resident MB kept between runs, else restarted
     allowed_packages: tuple[str, ...] = field(default_factory=tuple)  # importable besides numpy and the stdlib
     work_root: str | None = None  # where session working directories are created (None: the system temp dir)
     start_timeout_s: float = 60.0  # starting the zygote (imports numpy) or a session

@@ -17,6 +17,7 @@ import weakref
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any, Self
 
+from arc_trl import defaults
 from arc_trl.data.task import ArcTask
 from arc_trl.sandbox.config import SandboxConfig
 from arc_trl.sandbox.forkserver import ForkServer
@@ -44,7 +45,7 @@ class SandboxPool:
     for them.
     """
 
-    def __init__(self, num_workers: int = 4, config: SandboxConfig | None = None) -> None:
+    def __init__(self, num_workers: int = defaults.SANDBOX_WORKERS, config: SandboxConfig | None = None) -> None:
         if isinstance(num_workers, bool) or not isinstance(num_workers, int) or num_workers < 1:
             raise ValueError(f"num_workers must be a positive integer, got {num_workers!r}")
         self.num_workers = num_workers

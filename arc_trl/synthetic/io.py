@@ -19,7 +19,7 @@ from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
-from arc_trl.data.loaders import load_tasks, save_kaggle, save_tasks_folder
+from arc_trl.data.loaders import load_task_files, save_kaggle, save_tasks_folder
 from arc_trl.data.task import ArcTask, TaskValidationError
 from arc_trl.synthetic.transcripts import program_completion, repl_turns
 
@@ -92,11 +92,11 @@ def load_synthetic(directory: str | Path) -> list[ArcTask]:
     """Load the tasks written by `save_synthetic` (either layout), with `metadata` restored from the sidecar."""
     directory = Path(directory)
     if not directory.is_dir():
-        raise FileNotFoundError(f"{directory} is not a folder written by save_synthetic / make_synthetic.py")
+        raise FileNotFoundError(f"{directory} is not a folder written by save_synthetic / `arc-trl synthetic`")
     challenges = sorted(directory.glob("*_challenges.json"))
     if len(challenges) > 1:
         raise ValueError(f"{directory}: several Kaggle challenges files ({', '.join(p.name for p in challenges)})")
-    tasks = load_tasks(challenges[0] if challenges else directory)
+    tasks = load_task_files(challenges[0] if challenges else directory)
     records = read_metadata(directory)
     missing = [t.id for t in tasks if t.id not in records]
     if missing:

@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parents[2]
-_MAINS = ("arc_trl.eval.compare", "arc_trl.eval.generate", "arc_trl.eval.score", "arc_trl.eval.submission",
+_MAINS = ("arc_trl", "arc_trl.eval.compare", "arc_trl.eval.generate", "arc_trl.eval.score", "arc_trl.eval.submission",
           "arc_trl.eval.tables", "arc_trl.cli.main", "arc_experiments.learning", "arc_experiments.learning.heldout_check",
           "arc_experiments.learning.sweep_choice", "arc_experiments.learning.compare_arms",
           "arc_experiments.learning.arms_report", "arc_experiments.learning.arc_agi_report",
@@ -66,7 +66,7 @@ def test_help_exits_zero_with_a_usage_line(name, helps):
 
 
 def test_every_module_with_a_main_block_is_in_the_list():
-    """A new `python -m` command gets its --help run here (arc_trl/cli/*: through scripts/*.py)."""
+    """A new `python -m` command gets its --help run here (arc_trl/cli/*: through `arc-trl SUBCOMMAND`)."""
     found = set()
     for package in ("arc_trl", "arc_experiments"):
         for path in (ROOT / package).rglob("*.py"):

@@ -20,7 +20,7 @@ RECORD_KEYS = {"task_id", "attempt", "completion", "finish_reason", "num_turns",
 
 
 def evaluate_main(argv):
-    """`scripts/evaluate.py` in-process (the dispatcher, as a user runs it)."""
+    """`arc-trl evaluate` in-process (the dispatcher, as a user runs it)."""
     from arc_trl.cli.evaluate import main
 
     return main(argv)

@@ -1,4 +1,4 @@
-"""The whole loop learns on CPU (a shortened `scripts/demo_learning.py`, docs/learning.md "In CI").
+"""The whole loop learns on CPU (a shortened `python -m arc_experiments.learning`, docs/learning.md "In CI").
 
 The tiny model is warm-started with the demo's SFT config on reference REPL episodes of synthetic tasks, the teacher
 is that student trained further (the demo's teacher config), and the first 16 steps of the demo's GRPO + on-policy

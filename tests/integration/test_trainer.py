@@ -38,7 +38,7 @@ def test_make_demo_runs_grpo_opd_with_checkpoints_and_rollouts(capsys):
     root = Path(CONFIG).parents[1]
     makefile = (root / "Makefile").read_text()
     recipe = makefile[makefile.index("\ndemo:") : makefile.index("\n\n", makefile.index("\ndemo:"))]
-    command = recipe.split("scripts/train.py", 1)[1].replace("\\\n", " ").replace("$(DEMO)", "outputs/demo")
+    command = recipe.split("$(ARC) train", 1)[1].replace("\\\n", " ").replace("$(DEMO)", "outputs/demo")
     cwd = os.getcwd()
     os.chdir(root)  # the Makefile's paths are relative to the repository root
     try:

@@ -2,15 +2,8 @@ import json
 
 import pytest
 
-from arc_trl.data import (
-    BUNDLED_DATASETS,
-    TaskValidationError,
-    list_bundled,
-    load_task,
-    load_tasks,
-    save_kaggle,
-    save_tasks_folder,
-)
+from arc_trl import load_task, load_tasks
+from arc_trl.data import BUNDLED_DATASETS, TaskValidationError, list_bundled, save_kaggle, save_tasks_folder
 from arc_trl.data.loaders import bundled_path
 
 GOOD = {"train": [{"input": [[1, 2]], "output": [[2, 1]]}], "test": [{"input": [[3, 4]], "output": [[4, 3]]}]}
@@ -228,13 +221,17 @@ def test_top_level_not_a_task_or_mapping(tmp_path):
         load_tasks(path)
 
 
-def test_data_loaders_refuse_a_synthetic_spec_and_name_the_loader_that_takes_it():
-    """`arc_trl.data` does not import `arc_trl.synthetic` (which builds on it): `arc_trl.tasks.load_tasks` does."""
-    from arc_trl.data import load_tasks as load_task_files
-    from arc_trl.tasks import load_tasks
+def test_one_public_load_tasks_takes_every_spec():
+    """`arc_trl.load_tasks` is the only public loader: it takes file sources and `synthetic:` specs; `arc_trl.data`
+    (below `arc_trl.synthetic`, so it cannot build curricula) exports none, and its file loader, given a synthetic
+    spec, names the one that takes it."""
+    import arc_trl.data
+    from arc_trl.data.loaders import load_task_files
 
-    with pytest.raises(ValueError, match="arc_trl.tasks.load_tasks"):
+    assert not hasattr(arc_trl.data, "load_tasks") and not hasattr(arc_trl.data, "load_task")
+    with pytest.raises(ValueError, match="arc_trl.load_tasks"):
         load_task_files("synthetic:n=2,seed=0,difficulty=tiny")
+    assert len(load_tasks("arc-agi-1/eval")) == 400
     tasks = load_tasks("synthetic:n=3,seed=0,difficulty=tiny")
     assert len(tasks) == 3 and [t.id for t in tasks] == sorted(t.id for t in tasks)
     assert load_tasks("synthetic:n=3,seed=0,difficulty=tiny", ids=[tasks[1].id]) == [tasks[1]]

@@ -2,11 +2,11 @@ import json
 
 import pytest
 
+from arc_trl import load_tasks
 from arc_trl.data import (
     ArcTask,
     Augmentation,
     build_dataset,
-    load_tasks,
     prompt_length_report,
     render_messages,
     split_task_id,

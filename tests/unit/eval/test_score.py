@@ -1,4 +1,4 @@
-"""`evaluate.py score` end to end on a small dataset with hand-written completions, checking the numbers exactly."""
+"""`arc-trl evaluate score` end to end on a small dataset with hand-written completions, checking the numbers exactly."""
 
 from __future__ import annotations
 
@@ -16,7 +16,8 @@ from arc_trl.data.task import ArcTask
 from arc_trl.eval.score import PER_ATTEMPT_KEYS, main
 
 REPO = Path(__file__).resolve().parents[3]
-EVALUATE = [sys.executable, str(REPO / "scripts" / "evaluate.py")]
+EVALUATE = [sys.executable, "-m", "arc_trl", "evaluate"]  # `arc-trl evaluate`, this checkout's (ENV)
+ENV = {**os.environ, "PYTHONPATH": str(REPO)}
 
 # task A: mirror left-right, one test input. task B: add 1, two test inputs.
 TASK_A = {"train": [{"input": [[1, 2], [3, 4]], "output": [[2, 1], [4, 3]]}],
@@ -65,7 +66,7 @@ def test_score_end_to_end(dataset, tmp_path):
     out = tmp_path / "out"
     result = subprocess.run([*EVALUATE, "score", "--dataset", str(dataset), "--completions", str(completions),
                              "--output-dir", str(out), "--workers", "2", "--timeout-s", "1"],
-                            capture_output=True, text=True, timeout=120, cwd=tmp_path, check=False)
+                            capture_output=True, text=True, timeout=120, cwd=tmp_path, env=ENV, check=False)
     assert result.returncode == 0, result.stderr
     assert "scoring: 100%" in result.stderr  # tqdm progress bar
     metrics = json.loads((out / "metrics.json").read_text())
@@ -170,9 +171,9 @@ def test_bad_arguments_exit_2(dataset, tmp_path, capsys):
     with pytest.raises(SystemExit) as exc:
         main(["--dataset", str(dataset)])  # missing required arguments: argparse exits 2
     assert exc.value.code == 2
-    result = subprocess.run([*EVALUATE, "nonsense"], capture_output=True, text=True, timeout=60, check=False)
+    result = subprocess.run([*EVALUATE, "nonsense"], capture_output=True, text=True, timeout=60, env=ENV, check=False)
     assert result.returncode == 2 and "invalid choice" in result.stderr
-    result = subprocess.run([*EVALUATE], capture_output=True, text=True, timeout=60, check=False)
+    result = subprocess.run([*EVALUATE], capture_output=True, text=True, timeout=60, env=ENV, check=False)
     assert result.returncode == 2
 
 

@@ -1,4 +1,4 @@
-"""The learning demo's bookkeeping (scripts/demo_learning.py): stage plan, training windows and the docs block."""
+"""The learning demo's bookkeeping (python -m arc_experiments.learning): stage plan, training windows and the docs block."""
 
 from __future__ import annotations
 

@@ -16,6 +16,7 @@ import pytest
 from arc_experiments.gpu import stages as stages_mod
 from arc_experiments.gpu.__main__ import main
 from arc_experiments.gpu.runner import Context
+from arc_trl.cli.main import SUBCOMMANDS
 
 ROOT = Path(__file__).resolve().parents[3]
 
@@ -57,7 +58,9 @@ def test_a_dry_run_prints_commands_naming_only_files_that_exist(tmp_path, name, 
         for arg in tokens:
             for path in re.findall(r"(?:scripts|benchmarks|configs|accelerate_configs)/[\w./-]+\.(?:py|yaml|sh)", arg):
                 assert (ROOT / path).exists(), (name, path)
-    assert any(re.search(r"(scripts|benchmarks)/\w+\.(py|sh)|-m arc_experiments", c) for c in printed), printed
+        for sub in re.findall(r"-m arc_trl ([\w-]+)", command):  # `arc-trl SUBCOMMAND` run by the stage's interpreter
+            assert sub in SUBCOMMANDS, (name, command)
+    assert any(re.search(r"(scripts|benchmarks)/\w+\.(py|sh)|-m arc_(experiments|trl)", c) for c in printed), printed
 
 
 def test_the_learning_stages_run_the_experiment_with_the_gpu_profile_and_the_flags(tmp_path):

@@ -247,7 +247,7 @@ def test_gain_bootstrap_is_the_paired_bootstrap_when_every_run_started_from_one_
 
 
 def test_compare_arms_pools_a_control_over_experiments_each_run_against_its_student(tmp_path, capsys):
-    """scripts/compare_arms.py: OPD from one file (gains 0.25), GRPO only from two (gains 0 and 0.5, mean 0.25)."""
+    """python -m arc_experiments.learning.compare_arms: OPD from one file (gains 0.25), GRPO only from two (gains 0 and 0.5, mean 0.25)."""
     from arc_experiments.learning import compare_arms
     full = synthetic_results()
     paths = []

@@ -188,9 +188,13 @@ def test_submit_train_job_dry_run(tmp_path, capsys):
     sub = htcondor.Submit(sub_file.read_text())
     assert sub["request_gpus"] == "4" and sub["request_cpus"] == "32"  # derived from the config
     assert sub["request_memory"] == "150G" and sub["requirements"] == "HasGpu"  # overridden
-    assert sub["arguments"] == (f'"{REPO}/scripts/run_with_servers.py --config {config} --resume --auto-ports '
-                                '--max_steps 10"')
-    assert sub["executable"] == sys.executable and sub["batch_name"] == "q4"
+    assert sub["arguments"] == f'"-m arc_trl serve --config {config} --resume --auto-ports --max_steps 10"'
+    assert sub["executable"] == sys.executable and sub["batch_name"] == "q4" and sub["initialdir"] == str(REPO)
+    # the job's command line, run where the job starts, is `arc-trl serve` (shown its plan with --dry-run)
+    job = subprocess.run([sub["executable"], *sub["arguments"].strip('"').split(), "--gpus", "0,1,2,3", "--dry-run"],
+                         cwd=sub["initialdir"], capture_output=True, text=True, timeout=60, check=False)
+    assert job.returncode == 0, job.stderr
+    assert f"scripts/train.py --config {config} --max_steps 10" in job.stdout
 
 
 def test_submit_evaluate_job_without_schedd_writes_sub(tmp_path, capsys):
@@ -202,12 +206,12 @@ def test_submit_evaluate_job_without_schedd_writes_sub(tmp_path, capsys):
     assert "no HTCondor schedd reachable" in printed and f"condor_submit {out}/condor/evaluate.sub" in printed
     sub = htcondor.Submit((out / "condor" / "evaluate.sub").read_text())
     assert sub["request_gpus"] == "2" and sub["request_cpus"] == "12" and sub["request_memory"] == "32G"
-    assert sub["arguments"].startswith(f'"{REPO}/scripts/evaluate.py generate --model m')
+    assert sub["arguments"].startswith('"-m arc_trl evaluate generate --model m')
 
 
 def test_submit_errors_are_reported(tmp_path, capsys):
     assert submit_main(["evaluate", "--dry-run"]) == 2
-    assert "give the scripts/evaluate.py arguments after `--`" in capsys.readouterr().out
+    assert "give the `arc-trl evaluate` arguments after `--`" in capsys.readouterr().out
     config = write_config(tmp_path, FOUR_GPU)
     assert submit_main(["train", "--config", str(config), "--memory", "many", "--dry-run"]) == 2
     assert "memory='many' is not a size" in capsys.readouterr().out
@@ -219,9 +223,9 @@ def test_submit_errors_are_reported(tmp_path, capsys):
 
 def test_wrapper_dry_run_plan_for_the_four_gpu_layout(tmp_path):
     config = write_config(tmp_path, {**FOUR_GPU, "vllm_server_args": "--max_model_len 12000"})
-    result = subprocess.run([sys.executable, str(REPO / "scripts" / "run_with_servers.py"), "--config", str(config),
+    result = subprocess.run([sys.executable, "-m", "arc_trl", "serve", "--config", str(config),
                              "--gpus", "0,1,2,3", "--dry-run", "--", "--max_steps", "5"],
-                            capture_output=True, text=True, timeout=60, check=False)
+                            cwd=REPO, capture_output=True, text=True, timeout=60, check=False)
     assert result.returncode == 0, result.stderr
     lines = result.stdout.splitlines()
     assert lines[0] == "GPUs visible: 0,1,2,3 (from --gpus); needed: 4 = student vLLM 2 + trainer 1 + teacher vLLM 1"

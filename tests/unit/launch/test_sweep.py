@@ -417,11 +417,10 @@ def test_sigterm_stops_the_sweep_and_its_running_training(tmp_path):
                        f"pathlib.Path({str(tmp_path / 'pid')!r}).write_text(str(os.getpid()))\n"
                        "time.sleep(60)\n")
     sweep = write_sweep(tmp_path, TWO_RUNS)
-    script = Path(__file__).resolve().parents[3] / "scripts" / "sweep.py"
     process = subprocess.Popen(
-        [sys.executable, str(script), str(sweep), "--no-check-keys", "--sweep-dir", str(tmp_path / "runs"),
+        [sys.executable, "-m", "arc_trl", "sweep", str(sweep), "--no-check-keys", "--sweep-dir", str(tmp_path / "runs"),
          "--command", f"{sys.executable} {sleeper}"],
-        stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+        stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, cwd=Path(__file__).resolve().parents[3],
     )
     deadline = time.monotonic() + 30
     while not (tmp_path / "pid").exists() and time.monotonic() < deadline:

@@ -3,6 +3,7 @@ the package alone stays light (no torch, TRL or vLLM: the sandbox's child proces
 
 from __future__ import annotations
 
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -22,6 +23,13 @@ def test_public_names_are_the_defining_modules_objects():
     assert set(arc_trl.__all__) == {"__version__", *arc_trl._EXPORTS} and set(dir(arc_trl)) >= set(arc_trl.__all__)
     for name in arc_trl._EXPORTS:
         assert getattr(arc_trl, name) is not None, name
+
+
+def test_one_function_loads_tasks():
+    """`arc_trl.load_tasks` (arc_trl/tasks.py: every spec) is the only function of that name in the package."""
+    defined = sorted(path.relative_to(ROOT).as_posix() for path in (ROOT / "arc_trl").rglob("*.py")
+                     if re.search(r"^def load_tasks?\(", path.read_text(), flags=re.M))
+    assert defined == ["arc_trl/tasks.py"]
 
 
 def test_unknown_name_raises_attribute_error():
