@@ -6,7 +6,7 @@ on the held-out tasks at several steps (step 0: the student, through the same pa
 
 Per run (an arm = a sweep variant, a seed = the run's `seed`) and step: per-task pass@1 from
 `output_dir/eval_arc/step_N.jsonl` against the run's `eval_dataset`. Each run's gain is measured against its own step
-0, and the intervals (`seed_task_bootstrap`, arc_trl/eval/bootstrap.py) resample the tasks and each arm's seeds:
+0, and the intervals (`seed_task_bootstrap`, bootstrap.py) resample the tasks and each arm's seeds:
 - `<arm>_minus_student` at the arm's chosen step (the validation sweep's choice);
 - `grpo_opd_minus_grpo_only` at the chosen steps, and at every step both arms were scored at (equal steps).
 """
@@ -21,7 +21,7 @@ from typing import Any
 import yaml
 
 from arc_experiments.learning.sweep_choice import evaluations, per_task_from_attempts
-from arc_trl.eval.bootstrap import seed_task_bootstrap
+from arc_experiments.learning.bootstrap import seed_task_bootstrap
 
 OPD, ONLY = "grpo-opd", "grpo-only"
 

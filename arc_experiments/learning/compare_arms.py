@@ -9,7 +9,7 @@ is the evaluation of the student build it recorded (`report.start_of`). A run fo
 globs, a merged file beside the machines' files) counts once. The arm's runs come from the first list of files, the
 control's from the second, so a control that does not depend on what changed between experiments (GRPO only does not
 use the teacher) can pool every seed measured with its config. Prints each run's gain over its start, then per-task
-paired bootstrap CIs (arc_trl.eval.bootstrap.gain_bootstrap) of arm - student, control - student and arm - control.
+paired bootstrap CIs (bootstrap.gain_bootstrap) of arm - student, control - student and arm - control.
 """
 
 from __future__ import annotations
@@ -19,7 +19,7 @@ import json
 from pathlib import Path
 from typing import Any
 
-from arc_trl.eval.bootstrap import gain_bootstrap
+from arc_experiments.learning.bootstrap import gain_bootstrap
 
 from arc_experiments.learning.report import start_of
 

@@ -6,7 +6,7 @@ entries carry each evaluation's per-task pass@1 (`per_task`), `runs` maps each R
 evaluations, and `teachers` describes the teachers built (privileged or not, teacher_kl to the student).
 
 - `summary(results)`: held-out pass@1 of the student, each arm (seeds pooled per task) and the OPD teacher; the paired
-  bootstrap CIs (arc_trl/eval/bootstrap.py) of GRPO+OPD - student and GRPO+OPD - GRPO only; the teacher comparison;
+  bootstrap CIs (bootstrap.py) of GRPO+OPD - student and GRPO+OPD - GRPO only; the teacher comparison;
   the pass@1-over-steps curves with their CI bands; the acceptance checks of the experiment. `write_summary` writes
   it (results/gpu_learning_summary.json for the GPU profile).
 - `ci_block(summary)`: the markdown of the docs block's statistics; `plot_curves`: the pass@1-over-steps figure.
@@ -21,8 +21,8 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from arc_trl.eval.bootstrap import (CONFIDENCE, N_RESAMPLES, SEED, bootstrap_ci, gain_bootstrap, paired_bootstrap,
-                                    pool_seeds, seed_task_bootstrap)
+from arc_experiments.learning.bootstrap import (CONFIDENCE, N_RESAMPLES, SEED, bootstrap_ci, gain_bootstrap,
+                                                paired_bootstrap, pool_seeds, seed_task_bootstrap)
 
 ARMS = ("grpo-opd", "grpo-only")
 ARM_TITLES = {"grpo-opd": "GRPO + OPD", "grpo-only": "GRPO only"}

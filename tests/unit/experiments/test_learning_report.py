@@ -118,7 +118,7 @@ def test_missing_arms_and_teachers_give_none():
 
 
 def test_arms_on_other_tasks_are_refused():
-    from arc_trl.eval.bootstrap import TaskMismatchError
+    from arc_experiments.learning.bootstrap import TaskMismatchError
 
     results = synthetic_results()
     results["heldout"]["grpo-opd-s1"]["per_task"].pop(TASKS[3])
@@ -232,7 +232,7 @@ def test_runs_are_compared_with_the_student_they_started_from_when_the_machines_
 
 
 def test_gain_bootstrap_is_the_paired_bootstrap_when_every_run_started_from_one_student():
-    from arc_trl.eval.bootstrap import gain_bootstrap, paired_bootstrap
+    from arc_experiments.learning.bootstrap import gain_bootstrap, paired_bootstrap
 
     student = {t: (i % 4) / 4 for i, t in enumerate(TASKS)}
     a = [{t: (i % 3) / 2 for i, t in enumerate(TASKS)}, {t: (i % 5) / 4 for i, t in enumerate(TASKS)}]

@@ -2,7 +2,7 @@
 
 The unit of resampling is the task: a task's attempts are correlated (the same model on the same grids), so resampling
 attempts would understate the noise. Each arm is given as its per-task pass@1 (the mean over a task's attempts of
-"every test output correct", `arc_trl.eval.per_task`), one mapping per training seed; seeds are pooled by averaging
+"every test output correct", `per_task.py`), one mapping per training seed; seeds are pooled by averaging
 each task's pass@1 over them.
 
 - `paired_bootstrap(a, b)`: the difference `mean(a) - mean(b)` over the same tasks and its percentile interval, the

@@ -1,4 +1,4 @@
-"""Bootstrap CIs over held-out tasks (arc_trl/eval/bootstrap.py) and the per-task pass@1 reader (per_task.py)."""
+"""Bootstrap CIs over held-out tasks (arc_experiments/learning/bootstrap.py) and the per-task pass@1 reader (per_task.py)."""
 
 from __future__ import annotations
 
@@ -6,8 +6,8 @@ import json
 
 import pytest
 
-from arc_trl.eval.bootstrap import TaskMismatchError, bootstrap_ci, paired_bootstrap, pool_seeds
-from arc_trl.eval.per_task import per_task_pass1
+from arc_experiments.learning.bootstrap import TaskMismatchError, bootstrap_ci, paired_bootstrap, pool_seeds
+from arc_experiments.learning.per_task import per_task_pass1
 
 
 def _arm(values):
@@ -105,7 +105,7 @@ def test_seed_task_bootstrap_covers_seed_to_seed_variance_that_the_task_bootstra
     """Three seeds gain 0.1, 0.3 and 0.5 on every task: across tasks nothing varies (the task-only interval is the
     point 0.3), across seeds everything does. A resample of 3 seeds averages to 0.1 with probability 1/27 (3.7%,
     above the 2.5% tail) and to 0.5 likewise, so the 95% interval is exactly [0.1, 0.5]."""
-    from arc_trl.eval.bootstrap import gain_bootstrap, seed_task_bootstrap
+    from arc_experiments.learning.bootstrap import gain_bootstrap, seed_task_bootstrap
 
     runs, starts = _runs([0.1, 0.3, 0.5])
     task_only = gain_bootstrap(runs, starts)
@@ -119,7 +119,7 @@ def test_seed_task_bootstrap_covers_seed_to_seed_variance_that_the_task_bootstra
 def test_seed_task_bootstrap_pairs_arms_and_resamples_each_arms_seeds():
     """Arm gains {0.4, 0.4, 0.4} against base gains {0.0, 0.2, 0.4}: the difference is 0.2 in mean, and the base
     arm's seed resampling alone spans [0.4 - 0.4, 0.4 - 0.0] = [0.0, 0.4] at its extremes (each 1/27)."""
-    from arc_trl.eval.bootstrap import seed_task_bootstrap
+    from arc_experiments.learning.bootstrap import seed_task_bootstrap
 
     runs, starts = _runs([0.4, 0.4, 0.4])
     base_runs, base_starts = _runs([0.0, 0.2, 0.4])
@@ -129,7 +129,7 @@ def test_seed_task_bootstrap_pairs_arms_and_resamples_each_arms_seeds():
 
 
 def test_seed_task_bootstrap_with_constant_gains_is_exact_and_checks_its_inputs():
-    from arc_trl.eval.bootstrap import seed_task_bootstrap
+    from arc_experiments.learning.bootstrap import seed_task_bootstrap
 
     runs, starts = _runs([0.25, 0.25])
     out = seed_task_bootstrap(runs, starts)
