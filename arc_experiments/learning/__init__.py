@@ -1,5 +1,5 @@
 """The learning experiment: SFT a student, build teachers, RL it (GRPO + OPD, GRPO alone), evaluate on held-out tasks,
-report with bootstrap intervals.
+report with seed-aware intervals.
 
     arc-trl experiment --configs configs/demo          # = python -m arc_experiments.learning (the CPU demo)
 

@@ -184,7 +184,7 @@ def outcome_line(results: dict[str, Any]) -> str | None:
 
     if not results["heldout"].get("student", {}).get("per_task"):
         return None
-    s = summarise(results, n_resamples=2000)
+    s = summarise(results)
     parts = [f"held-out pass@1: student {pct(s['student_pass1'])}"]
     for key, label in (("grpo_opd", "GRPO + OPD"), ("grpo_only", "GRPO only")):
         if s[f"{key}_pass1"] is not None:

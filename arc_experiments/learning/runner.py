@@ -22,7 +22,7 @@ Every stage runs the project's own entry point (output in OUT/logs/<stage>.log):
 Then OUT/results.json (every evaluation with its per-task pass@1, the training logs, each stage's wall time; written
 after every stage, so a run stopped between stages leaves it) and, once a run is complete, the plots
 (docs/img/<prefix>_*.png), the generated block of docs/learning.md and (GPU profile) the summary JSON with the
-bootstrap CIs (arc_experiments/learning/report.py).
+seed-aware intervals (arc_experiments/learning/report.py).
 
 The folder given by `--configs` holds the stage configs (sft-student.yaml, the teachers' SFT configs, grpo-opd.yaml)
 and a `profile.yaml` (`DEFAULT_PROFILE` below: model shape, evaluation backend, held-out and validation sets, seeds,
