@@ -310,6 +310,32 @@ def test_heldout_check_compares_task_content_not_ids(tmp_path, capsys):
     assert json.loads(out.read_text())["overlap"] == {"rl": []}
 
 
+def test_heldout_check_of_an_experiments_configs_checks_the_sets_its_stage_would(tmp_path, capsys):
+    """`--configs DIR`: the held-out set of DIR's profile against its SFT, RL and validation sets, as the
+    check-heldout stage (the SmolLM2 experiment's check was run so, after its machines had skipped it)."""
+    import pytest
+    import yaml
+
+    from arc_experiments.learning import heldout_check
+
+    configs = tmp_path / "configs"
+    configs.mkdir()
+    (configs / "sft-student.yaml").write_text(yaml.safe_dump({"dataset": "synthetic:n=4,seed=0,difficulty=tiny,"
+                                                                         "families=flip"}))
+    (configs / "grpo-opd.yaml").write_text(yaml.safe_dump({"dataset": "synthetic:n=4,seed=2,difficulty=tiny,"
+                                                                      "families=flip"}))
+    (configs / "profile.yaml").write_text(yaml.safe_dump({"teachers": {}, "heldout_tasks": 4, "validation_tasks": 2}))
+    out = tmp_path / "check.json"
+    assert heldout_check.main(["--configs", str(configs), "--out", str(out)]) == 0
+    report = json.loads(out.read_text())
+    assert report["heldout"] == "synthetic:n=4,seed=1,difficulty=tiny,families=flip"
+    assert report["against"]["validation"]["dataset"] == "synthetic:n=2,seed=4,difficulty=tiny,families=flip"
+    assert list(report["overlap"]) == ["sft-student", "rl", "validation"]
+    with pytest.raises(SystemExit):
+        heldout_check.main(["--out", str(out)])
+    assert "--heldout or --configs is required" in capsys.readouterr().err
+
+
 def test_a_failed_stage_still_writes_the_results_of_the_finished_ones(tmp_path, monkeypatch):
     import pytest
 
