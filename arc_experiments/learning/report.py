@@ -374,7 +374,8 @@ def plot_curves(curve: dict[str, list[dict[str, Any]]], path: str | Path, title:
             continue
         steps = [p["step"] for p in points]
         ax.plot(steps, [100 * p["pass1"] for p in points], color=color, marker="o", linewidth=2,
-                label=f"{ARM_TITLES.get(arm, arm)} ({max(p['n_seeds'] for p in points)} seed(s) pooled)")
+                label=f"{ARM_TITLES.get(arm, arm)} ({points[-1]['n_seeds']} seed(s) at step {points[-1]['step']}; "
+                      "step 0: the student builds)")
         ax.fill_between(steps, [100 * p["ci95"][0] for p in points], [100 * p["ci95"][1] for p in points],
                         color=color, alpha=0.2, linewidth=0)
     ax.set_xlabel("GRPO step (0: the SFT student)")
