@@ -65,7 +65,10 @@ def differences(written: dict[str, Any], computed: dict[str, Any]) -> list[str]:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__)
+    import arc_experiments.figures as package
+
+    parser = argparse.ArgumentParser(prog="python -m arc_experiments.figures", description=package.__doc__,
+                                     formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("names", nargs="*", metavar="NAME",
                         help=f"the summaries to write (default: all): {', '.join(SUMMARIES)}")
     parser.add_argument("--check", action="store_true", help="compare with the committed files; write nothing; "
