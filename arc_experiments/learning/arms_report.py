@@ -2,26 +2,32 @@
 on the held-out tasks at several steps (step 0: the student, through the same path), with seed-aware intervals.
 
     python -m arc_experiments.learning.arms_report /tmp/arc-gpu/smollm2/arms --chosen-steps grpo-only=20 grpo-opd=40 \
-        --out summary.json
+        --out summary.json [--configs configs/gpu/smollm2]
 
 Per run (an arm = a sweep variant, a seed = the run's `seed`) and step: per-task pass@1 from
 `output_dir/eval_arc/step_N.jsonl` against the run's `eval_dataset`. Each run's gain is measured against its own step
-0, and the intervals (`seed_task_bootstrap`, arc_trl/eval/bootstrap.py) resample the tasks and each arm's seeds:
+0, and the intervals (seed_interval.py: a t interval with a task part and a seed part, Welch-Satterthwaite degrees of
+freedom) cover the choice of tasks and of training seeds:
 - `<arm>_minus_student` at the arm's chosen step (the validation sweep's choice);
 - `grpo_opd_minus_grpo_only` at the chosen steps, and at every step both arms were scored at (equal steps).
+
+The held-out check always runs (heldout_check.py): the runs' held-out set against the experiment's SFT, RL and
+validation sets (`--configs`, default: the folder of the sweep's base config); the report is in the summary
+(`heldout_check`), and an overlap makes the command exit 1.
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import sys
 from pathlib import Path
 from typing import Any
 
 import yaml
 
 from arc_experiments.learning.sweep_choice import evaluations, per_task_from_attempts
-from arc_trl.eval.bootstrap import seed_task_bootstrap
+from arc_experiments.learning.seed_interval import METHOD, pooled_seed_variance, seed_interval
 
 OPD, ONLY = "grpo-opd", "grpo-only"
 
@@ -44,22 +50,24 @@ def _mean(per_task: dict[str, float]) -> float:
     return sum(per_task.values()) / len(per_task)
 
 
-def _runs(arms, arm: str, step: int) -> tuple[list[dict[str, float]], list[dict[str, float]]]:
-    """(per-task pass@1 at `step`, at step 0) of each seed of `arm` evaluated at both."""
+def _gains(arms, arm: str, step: int) -> list[dict[str, float]]:
+    """Per-task gain at `step` over the run's own step 0, of each seed of `arm` evaluated at both."""
     seeds = sorted(s for s in arms[arm] if step in arms[arm][s] and 0 in arms[arm][s])
-    return [arms[arm][s][step] for s in seeds], [arms[arm][s][0] for s in seeds]
+    return [{t: v - arms[arm][s][0][t] for t, v in arms[arm][s][step].items()} for s in seeds]
 
 
 def _gain(arms, arm: str, step: int, base: str | None = None, base_step: int | None = None,
-          n_resamples: int = 10_000) -> dict[str, Any]:
-    """Seed-aware interval of arm@step minus its start (minus base@base_step minus its start, when given)."""
-    runs, starts = _runs(arms, arm, step)
-    base_runs, base_starts = _runs(arms, base, base_step) if base is not None else ([], [])
-    return seed_task_bootstrap(runs, starts, base_runs, base_starts, n_resamples=n_resamples,
-                               names=(f"{arm}@{step}", f"{base}@{base_step}" if base else "its start"))
+          pooled=None) -> dict[str, Any]:
+    """arm@step minus its start (minus base@base_step minus its start, when given), with its seed-aware interval."""
+    sides = [_gains(arms, arm, step)] + ([_gains(arms, base, base_step)] if base is not None else [])
+    names = [f"{arm}@{step}"] + ([f"{base}@{base_step}"] if base is not None else [])
+    result = seed_interval(sides, pooled=pooled, names=names)
+    return {"mean": result["mean"], "ci95": result["ci"], "task_only_ci95": result["task_only_ci"],
+            "se": result["se"], "df": result["df"], "n_seeds": result["n_runs"], "n_tasks": result["n_tasks"],
+            "seed_part": result["seed_part"]}
 
 
-def summarize(arms, chosen: dict[str, int], n_resamples: int = 10_000) -> dict[str, Any]:
+def summarize(arms, chosen: dict[str, int], heldout_check: dict[str, Any] | None = None) -> dict[str, Any]:
     """The summary's figures (see the module docstring); pass@1 values are means over seeds and tasks."""
     for arm in (OPD, ONLY):
         if arm not in arms:
@@ -74,11 +82,9 @@ def summarize(arms, chosen: dict[str, int], n_resamples: int = 10_000) -> dict[s
         values = [_mean(steps[step]) for steps in arms[arm].values() if step in steps]
         return sum(values) / len(values)
 
-    def ci(result: dict[str, Any]) -> dict[str, Any]:
-        return {"mean": result["mean_diff"], "ci95": result["ci"], "n_seeds": result["n_seeds"],
-                "n_tasks": result["n_tasks"]}
-
+    pooled = pooled_seed_variance([_gains(arms, arm, chosen[arm]) for arm in (OPD, ONLY)])
     common = sorted(set.intersection(*(set(steps) for runs in arms.values() for steps in runs.values())) - {0})
+    overlap = (heldout_check or {}).get("overlap")
     return {
         "heldout_tasks": len(starts[0]),
         "seeds": sorted({seed for runs in arms.values() for seed in runs}),
@@ -88,13 +94,31 @@ def summarize(arms, chosen: dict[str, int], n_resamples: int = 10_000) -> dict[s
         "grpo_opd_pass1": pass1(OPD, chosen[OPD]),
         "grpo_only_pass1": pass1(ONLY, chosen[ONLY]),
         "per_seed_pass1": per_seed,
-        "grpo_opd_minus_student": ci(_gain(arms, OPD, chosen[OPD], n_resamples=n_resamples)),
-        "grpo_only_minus_student": ci(_gain(arms, ONLY, chosen[ONLY], n_resamples=n_resamples)),
-        "grpo_opd_minus_grpo_only": ci(_gain(arms, OPD, chosen[OPD], ONLY, chosen[ONLY], n_resamples=n_resamples)),
+        "grpo_opd_minus_student": _gain(arms, OPD, chosen[OPD], pooled=pooled),
+        "grpo_only_minus_student": _gain(arms, ONLY, chosen[ONLY], pooled=pooled),
+        "grpo_opd_minus_grpo_only": _gain(arms, OPD, chosen[OPD], ONLY, chosen[ONLY], pooled=pooled),
         "grpo_opd_minus_grpo_only_equal_steps": {
-            str(step): ci(_gain(arms, OPD, step, ONLY, step, n_resamples=n_resamples)) for step in common},
-        "resampled": "tasks and seeds (each run's gain over its own step-0 evaluation)",
+            str(step): _gain(arms, OPD, step, ONLY, step, pooled=pooled_seed_variance(
+                [_gains(arms, arm, step) for arm in (OPD, ONLY)])) for step in common},
+        "interval": f"{METHOD}; each run's gain over its own step-0 evaluation",
+        "heldout_check": heldout_check,
+        "heldout_never_trained_on": None if overlap is None else not any(overlap.values()),
     }
+
+
+def check_heldout(arms_dir: str | Path, configs: str | Path | None = None) -> dict[str, Any]:
+    """The held-out check of an arms run: its runs' `eval_dataset` against the experiment's SFT, RL and validation
+    sets (`configs`, default: the folder of the sweep's base config)."""
+    from arc_experiments.learning.heldout_check import check
+    from arc_experiments.learning.profile import heldout_against, load_profile
+
+    manifest = json.loads((Path(arms_dir) / "sweep_manifest.json").read_text())
+    configs = Path(configs) if configs else Path(manifest["base_config"]).parent
+    heldout = {yaml.safe_load(Path(run["config"]).read_text())["eval_dataset"] for run in manifest["runs"]}
+    if len(heldout) != 1:
+        raise SystemExit(f"arms_report: the runs of {arms_dir} are scored on {len(heldout)} held-out sets: "
+                         f"{sorted(heldout)}")
+    return check(heldout.pop(), heldout_against(configs, load_profile(configs)))
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -103,6 +127,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--chosen-steps", nargs="+", default=[f"{ONLY}=40", f"{OPD}=40"], metavar="ARM=STEP",
                         help="each arm's step chosen on the validation tasks (default: 40 for both)")
     parser.add_argument("--out", help="write the summary (JSON)")
+    parser.add_argument("--configs", help="the experiment's configs folder, for the held-out check (default: the "
+                        "folder of the sweep's base config)")
     args = parser.parse_args(argv)
     chosen = {}
     for item in args.chosen_steps:
@@ -110,7 +136,7 @@ def main(argv: list[str] | None = None) -> int:
         if not step.isdigit():
             parser.error(f"--chosen-steps {item!r}: expected ARM=STEP, e.g. grpo-opd=40")
         chosen[arm] = int(step)
-    summary = summarize(load_arms(args.arms_dir), chosen)
+    summary = summarize(load_arms(args.arms_dir), chosen, check_heldout(args.arms_dir, args.configs))
     for arm, seeds in summary["per_seed_pass1"].items():
         for seed, steps in seeds.items():
             print(f"{arm:10s} seed {seed}: " + ", ".join(f"step {s} {100 * v:.1f}%" for s, v in steps.items()))
@@ -123,7 +149,10 @@ def main(argv: list[str] | None = None) -> int:
               f"[{100 * lo:+.1f}, {100 * hi:+.1f}]")
     if args.out:
         Path(args.out).write_text(json.dumps(summary, indent=2) + "\n")
-    return 0
+    shared = {name: ids for name, ids in summary["heldout_check"]["overlap"].items() if ids}
+    for name, ids in shared.items():
+        print(f"held-out check: {len(ids)} held-out task(s) also in {name}: {', '.join(ids[:10])}", file=sys.stderr)
+    return 1 if shared else 0
 
 
 if __name__ == "__main__":

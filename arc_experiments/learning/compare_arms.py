@@ -1,6 +1,6 @@
 """Compare the RL arms of several learning experiments' results, each run against the student it started from.
 
-    python scripts/compare_arms.py --arm grpo-opd results/gpu_learning/results-machine*.json \
+    python -m arc_experiments.learning.compare_arms --arm grpo-opd results/gpu_learning/results-machine*.json \
         --control grpo-only results/gpu_learning/results-machine*.json \
         results/gpu_learning/teacher-1epoch/results-machine*.json
 
@@ -8,8 +8,10 @@ A run is an RL run of a results.json (one machine's, or several merged) with a f
 is the evaluation of the student build it recorded (`report.start_of`). A run found in several files (overlapping
 globs, a merged file beside the machines' files) counts once. The arm's runs come from the first list of files, the
 control's from the second, so a control that does not depend on what changed between experiments (GRPO only does not
-use the teacher) can pool every seed measured with its config. Prints each run's gain over its start, then per-task
-paired bootstrap CIs (arc_trl.eval.bootstrap.gain_bootstrap) of arm - student, control - student and arm - control.
+use the teacher) can pool every seed measured with its config. Prints each run's gain over its start, then the
+seed-aware intervals (seed_interval.py: a t interval with a task part, paired over tasks, and a seed part, the
+variance of the runs' gains; an arm with one run borrows the other's) of arm - student, control - student and
+arm - control, with the interval of the tasks alone beside each.
 """
 
 from __future__ import annotations
@@ -19,9 +21,8 @@ import json
 from pathlib import Path
 from typing import Any
 
-from arc_trl.eval.bootstrap import gain_bootstrap
-
 from arc_experiments.learning.report import start_of
+from arc_experiments.learning.seed_interval import pooled_seed_variance, seed_interval
 
 Run = tuple[str, dict[str, float], dict[str, float]]  # label, the run's per-task pass@1, its student's
 
@@ -63,21 +64,23 @@ def gain(run: Run) -> float:
     return sum(after[t] - before[t] for t in after) / len(after)
 
 
-def compare(arm: list[Run], control: list[Run], n_resamples: int) -> dict[str, dict[str, Any]]:
-    def split(runs: list[Run]):
-        return [r[1] for r in runs], [r[2] for r in runs]
+def compare(arm: list[Run], control: list[Run]) -> dict[str, dict[str, Any]]:
+    """The seed-aware intervals of arm - student, control - student and arm - control (each run's gain over its own
+    student); an arm with one run takes the run-to-run variance of the other (pooled)."""
+    def gains(runs: list[Run]) -> list[dict[str, float]]:
+        return [{t: after[t] - before[t] for t in after} for _, after, before in runs]
 
-    (a, a_start), (c, c_start) = split(arm), split(control)
-    return {"arm - student": gain_bootstrap(a, a_start, n_resamples=n_resamples),
-            "control - student": gain_bootstrap(c, c_start, n_resamples=n_resamples),
-            "arm - control": gain_bootstrap(a, a_start, c, c_start, n_resamples=n_resamples)}
+    a, c = gains(arm), gains(control)
+    pooled = pooled_seed_variance([a, c])
+    return {"arm - student": seed_interval([a], pooled=pooled, names=["arm"]),
+            "control - student": seed_interval([c], pooled=pooled, names=["control"]),
+            "arm - control": seed_interval([a, c], pooled=pooled, names=["arm", "control"])}
 
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--arm", nargs="+", required=True, metavar=("ARM", "RESULTS_JSON"))
     parser.add_argument("--control", nargs="+", required=True, metavar=("ARM", "RESULTS_JSON"))
-    parser.add_argument("--n-resamples", type=int, default=10_000)
     args = parser.parse_args(argv)
     if len(args.arm) < 2 or len(args.control) < 2:
         parser.error("--arm and --control: an arm name, then one or more results.json files")
@@ -85,10 +88,11 @@ def main(argv: list[str] | None = None) -> int:
     for label, runs in ((args.arm[0], arm), (args.control[0], control)):
         for run in runs:
             print(f"{label:>10}  {run[0]}: gain over its student {100 * gain(run):+.2f} points")
-    for name, res in compare(arm, control, args.n_resamples).items():
-        lo, hi = res["ci"]
-        print(f"{name:>18}: {100 * res['mean_diff']:+.2f} points, 95% CI [{100 * lo:+.2f}, {100 * hi:+.2f}] "
-              f"({res['n_tasks']} tasks, {res['n_resamples']} resamples)")
+    for name, res in compare(arm, control).items():
+        (lo, hi), (t_lo, t_hi) = res["ci"], res["task_only_ci"]
+        seeds = ", ".join(f"{k} {v}" for k, v in res["seed_part"].items())
+        print(f"{name:>18}: {100 * res['mean']:+.2f} points, 95% CI [{100 * lo:+.2f}, {100 * hi:+.2f}] "
+              f"(tasks alone [{100 * t_lo:+.2f}, {100 * t_hi:+.2f}]; {res['n_tasks']} tasks; seed part: {seeds})")
     return 0
 
 

@@ -126,7 +126,7 @@ def results_block(results: dict[str, Any], image_prefix: str = "learning", stats
         f"({times}{again}); 1-minute load average during the run {results['load_mean']:.1f} on average, "
         f"{results['load_max']:.1f} at most ({results['cpus']} CPUs: a load above that means other processes "
         "were competing for them). Written by "
-        f"`python scripts/demo_learning.py` on {results['date']}.",
+        f"`python -m arc_experiments.learning` on {results['date']}.",
         "",
     ]
     if stats and (results.get("runs") or {}):
@@ -184,7 +184,7 @@ def outcome_line(results: dict[str, Any]) -> str | None:
 
     if not results["heldout"].get("student", {}).get("per_task"):
         return None
-    s = summarise(results, n_resamples=2000)
+    s = summarise(results)
     parts = [f"held-out pass@1: student {pct(s['student_pass1'])}"]
     for key, label in (("grpo_opd", "GRPO + OPD"), ("grpo_only", "GRPO only")):
         if s[f"{key}_pass1"] is not None:

@@ -1,10 +1,11 @@
 """Held-out tasks must never be trained on or chosen with: check that no held-out task appears in another task set.
 
 Synthetic task sets of different seeds have different ids, but small grids of the same rules can coincide, so tasks
-are compared by content: the train pairs and the test inputs (`task_key`). Used by scripts/demo_learning.py as its
-`check-heldout` stage, against the SFT, RL and validation sets:
+are compared by content: the train pairs and the test inputs (`task_key`). The learning experiment's
+`check-heldout` stage runs it against the SFT, RL and validation sets:
 
     python -m arc_experiments.learning.heldout_check --heldout SPEC --against sft-student=SPEC rl=SPEC ... --out FILE
+    python -m arc_experiments.learning.heldout_check --configs configs/gpu/smollm2 --out FILE   # an experiment's sets
 
 Writes FILE (JSON: the sets, their sizes and the overlaps, all empty) and exits 0; on any overlap it prints the shared
 tasks, writes nothing and exits 1.
@@ -58,11 +59,22 @@ def check(heldout_spec: str, against: Mapping[str, str]) -> dict[str, Any]:
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--heldout", required=True, help="the held-out task set (a dataset spec)")
+    parser.add_argument("--heldout", help="the held-out task set (a dataset spec)")
     parser.add_argument("--against", nargs="+", default=[], metavar="NAME=SPEC", help="the other task sets")
+    parser.add_argument("--configs", help="an experiment's configs folder: its held-out set against its SFT, RL and "
+                        "validation sets, as its check-heldout stage (with --heldout / --against: added to them)")
     parser.add_argument("--out", required=True, help="report file, written only when nothing overlaps")
     args = parser.parse_args(argv)
     against = {}
+    if args.configs:
+        from arc_experiments.learning.profile import heldout_against, heldout_spec, load_profile
+
+        profile = load_profile(Path(args.configs))
+        against = heldout_against(Path(args.configs), profile)
+        args.heldout = args.heldout or heldout_spec(profile["heldout_tasks"], profile["heldout_seed"],
+                                                    Path(args.configs))
+    if not args.heldout:
+        parser.error("--heldout or --configs is required")
     for item in args.against:
         name, sep, spec = item.partition("=")
         if not sep or not name or not spec:

@@ -15,6 +15,7 @@ from arc_experiments.learning.profile import (
     Stage,
     Teacher,
     checkpoint_steps,
+    heldout_against,
     heldout_spec,
     opd_teacher_of,
     read_yaml,
@@ -78,16 +79,10 @@ def plan(out: Path, seed: int, n_heldout: int, n_predictions: int, ablation: boo
                             "--output_dir", str(target), "--seed", str(seed)], target / "model.safetensors",
                      needs=(needs,), kind="sft")
 
-    stages = []
-    if profile["heldout_check"]:
-        against = [f"sft-student={read_yaml(configs / 'sft-student.yaml')['dataset']}"]
-        against += [f"sft-{t.name}={read_yaml(t.config)['dataset']}" for t in teachers.values()]
-        against += [f"rl={grpo['dataset']}"]
-        if profile["validation_tasks"]:
-            against += [f"validation={heldout_spec(profile['validation_tasks'], profile['validation_seed'], configs)}"]
-        stages.append(Stage("check-heldout", [py, "-m", "arc_experiments.learning.heldout_check", "--heldout", heldout,
-                                              "--against", *against, "--out", str(out / "heldout_check.json")],
-                            out / "heldout_check.json", kind="check"))
+    against = [f"{name}={spec}" for name, spec in heldout_against(configs, profile).items()]
+    stages = [Stage("check-heldout", [py, "-m", "arc_experiments.learning.heldout_check", "--heldout", heldout,
+                                      "--against", *against, "--out", str(out / "heldout_check.json")],
+                    out / "heldout_check.json", kind="check")]  # always: select_stages keeps it until done
     stages += [
         Stage("model", model_command(py, profile, model, seed), model / "model.safetensors", kind="model"),
         sft("student", configs / "sft-student.yaml", model, student, needs="model"),
@@ -109,14 +104,16 @@ def plan(out: Path, seed: int, n_heldout: int, n_predictions: int, ablation: boo
 
 def select_stages(stages: list[Stage], until: str | None, only: str | None, with_needs: bool) -> list[Stage]:
     """The stages to run: up to `until`, then those matching `only` (comma-separated shell patterns) and, with
-    `with_needs`, the stages they need that are not done. SystemExit naming an unknown stage or a missing need."""
+    `with_needs`, the stages they need that are not done; and the held-out check (kind `check`) whenever it is not
+    done, whatever the selection: every held-out figure rests on it (the SmolLM2 experiment's machines, each running
+    a selection, never ran it). SystemExit naming an unknown stage or a missing need."""
     names = [s.name for s in stages]
     if until and until not in names:
         raise SystemExit(f"[demo] --until {until}: no such stage; stages: {names}")
     if until:
         stages = stages[:names.index(until) + 1]
     if not only:
-        return stages
+        return stages  # the held-out check is the first stage: `until` keeps it
     patterns = only.split(",")
     unknown = sorted(p for p in patterns if not any(fnmatch.fnmatchcase(s.name, p) for s in stages))
     if unknown:
@@ -130,6 +127,7 @@ def select_stages(stages: list[Stage], until: str | None, only: str | None, with
                 if need not in chosen and not by_name[need].done_file.exists():
                     chosen.add(need)
                     todo.append(need)
+    chosen |= {s.name for s in stages if s.kind == "check" and not s.done_file.exists()}
     kept = [s for s in stages if s.name in chosen]
     missing = [f"{s.name} needs {n}" for s in kept for n in s.needs
                if n not in chosen and not by_name[n].done_file.exists()]

@@ -27,7 +27,6 @@ DEFAULT_PROFILE: dict[str, Any] = {
     "opd_teacher": None,  # the teacher of the grpo-opd arm (default: the first one)
     "eval_every": 0,  # also evaluate each RL run's checkpoint every this many steps (0: only the end)
     "kl_probe_steps": 0,  # > 0: measure each teacher's teacher_kl to the student (train.py at learning rate 0)
-    "heldout_check": False,  # check-heldout stage: no held-out task in the SFT, RL or validation sets
     "chosen_steps": {},  # the arms stage: each arm's step chosen on the validation tasks, e.g. {grpo-opd: 40}
     "summary_file": None,  # e.g. results/gpu_learning_summary.json (arc_experiments/learning/report.py)
     "docs_section": "demo",
@@ -88,6 +87,17 @@ def heldout_spec(n_tasks: int, seed: int = 1, configs: Path = CONFIGS) -> str:
     families = "+".join(spec["families"] or [])
     spec_text = f"synthetic:n={n_tasks},seed={seed},difficulty={spec['difficulty']}"
     return spec_text + (f",families={families}" if families else "")
+
+
+def heldout_against(configs: Path, profile: dict[str, Any]) -> dict[str, str]:
+    """The task sets no held-out task may be in (the check-heldout stage, `heldout_check`): each SFT set (student and
+    teachers), the RL set and the validation set, by name."""
+    against = {"sft-student": read_yaml(configs / "sft-student.yaml")["dataset"]}
+    against.update({f"sft-{t.name}": read_yaml(t.config)["dataset"] for t in teachers_of(configs, profile).values()})
+    against["rl"] = read_yaml(configs / "grpo-opd.yaml")["dataset"]
+    if profile["validation_tasks"]:
+        against["validation"] = heldout_spec(profile["validation_tasks"], profile["validation_seed"], configs)
+    return against
 
 
 def teachers_of(configs: Path, profile: dict[str, Any]) -> dict[str, Teacher]:

@@ -5,10 +5,11 @@ Input: the run's `results.json` (or several, one per GPU machine, joined by `mer
 entries carry each evaluation's per-task pass@1 (`per_task`), `runs` maps each RL run to its arm, seed and checkpoint
 evaluations, and `teachers` describes the teachers built (privileged or not, teacher_kl to the student).
 
-- `summary(results)`: held-out pass@1 of the student, each arm (seeds pooled per task) and the OPD teacher; the paired
-  bootstrap CIs (arc_trl/eval/bootstrap.py) of GRPO+OPD - student and GRPO+OPD - GRPO only; the teacher comparison;
-  the pass@1-over-steps curves with their CI bands; the acceptance checks of the experiment. `write_summary` writes
-  it (results/gpu_learning_summary.json for the GPU profile).
+- `summary(results)`: held-out pass@1 of the student, each arm (seeds pooled per task) and the OPD teacher; the
+  seed-aware intervals (seed_interval.py: a t interval with a task part and a seed part) of GRPO+OPD - student,
+  GRPO only - student and GRPO+OPD - GRPO only, each run against the student build it started from; the teacher
+  comparison; the pass@1-over-steps curves with their interval bands; the acceptance checks of the experiment.
+  `write_summary` writes it (results/gpu_learning_summary.json for the GPU profile).
 - `ci_block(summary)`: the markdown of the docs block's statistics; `plot_curves`: the pass@1-over-steps figure.
 
 All pass rates are fractions (0.25 = 25%).
@@ -21,8 +22,8 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from arc_trl.eval.bootstrap import (CONFIDENCE, N_RESAMPLES, SEED, bootstrap_ci, gain_bootstrap, paired_bootstrap,
-                                    pool_seeds, seed_task_bootstrap)
+from arc_experiments.learning.bootstrap import pool_seeds
+from arc_experiments.learning.seed_interval import CONFIDENCE, METHOD, pooled_seed_variance, seed_interval
 
 ARMS = ("grpo-opd", "grpo-only")
 ARM_TITLES = {"grpo-opd": "GRPO + OPD", "grpo-only": "GRPO only"}
@@ -96,48 +97,57 @@ def _device(results: dict[str, Any]) -> str:
 
 
 # ------------------------------------------------------------------------------------------------------ summary
-def summary(results: dict[str, Any], n_resamples: int = N_RESAMPLES, confidence: float = CONFIDENCE,
-            seed: int = SEED) -> dict[str, Any]:
+def _gains(results: dict[str, Any], pairs: list[tuple[str, str]]) -> list[dict[str, float]] | None:
+    """Each (run, final evaluation)'s per-task gain over the student build the run started from; None when an
+    evaluation lacks per-task values."""
+    out = []
+    for run, final in pairs:
+        start = start_of(results, run)
+        after, before = _per_task(results, final), _per_task(results, start)
+        if not after or not before:
+            return None
+        pool_seeds([after, before], f"{final} / {start}")  # the same tasks, values in [0, 1]
+        out.append({task: after[task] - before[task] for task in after})
+    return out
+
+
+def summary(results: dict[str, Any], confidence: float = CONFIDENCE) -> dict[str, Any]:
     """The experiment's numbers (module docstring); keys `REQUIRED_KEYS` plus extras. Missing arms give None."""
     heldout = results["heldout"]
     student = heldout["student"]
     n_tasks = student["n_tasks"]
-    boot = {"n_resamples": n_resamples, "confidence": confidence, "seed": seed}
     evaluated = {arm: [(r, e) for r in runs_of(results, arm) if (e := _final_eval(results, r))] for arm in ARMS}
     finals = {arm: [e for _, e in pairs] for arm, pairs in evaluated.items()}
     seeds = sorted({results["runs"][r]["seed"] for arm in ARMS for r in runs_of(results, arm)}) \
         if results.get("runs") else [results.get("seed", 0)]
+    gains = {arm: _gains(results, pairs) if pairs else None for arm, pairs in evaluated.items()}
+    gain_pool = pooled_seed_variance([g for g in gains.values() if g])
+    levels = {arm: [_per_task(results, e) for e in names] for arm, names in finals.items()}
+    level_pool = pooled_seed_variance([runs for runs in levels.values() if runs and all(runs)])
 
-    def diff(a: list[str], b: list[str]) -> dict[str, Any] | None:
+    def difference(*arms: str) -> dict[str, Any] | None:
+        """The first arm's gain over its students minus the others' (seeds and machines pooled per task)."""
+        sides = [gains[a] for a in arms]
+        if not all(sides):
+            return None
+        return seed_interval(sides, pooled=gain_pool, confidence=confidence, names=arms)
+
+    def band(names: list[str], pooled=None) -> dict[str, Any] | None:
+        per_task = [_per_task(results, n) for n in names]
+        if not names or not all(per_task):
+            return None
+        return seed_interval([per_task], pooled=pooled, confidence=confidence, names=[" + ".join(names)])
+
+    def versus(a: list[str], b: list[str]) -> dict[str, Any] | None:
         pa, pb = [_per_task(results, n) for n in a], [_per_task(results, n) for n in b]
         if not a or not b or not all(pa) or not all(pb):
             return None
-        return paired_bootstrap(pa, pb, names=(" + ".join(a), " + ".join(b)), **boot)
-
-    def band(names: list[str]) -> dict[str, Any] | None:
-        per_task = [_per_task(results, n) for n in names]
-        return bootstrap_ci(per_task, name=" + ".join(names), **boot) if names and all(per_task) else None
-
-    def gains(arm: str, base: str | None = None) -> dict[str, Any] | None:
-        """Each run's gain over the student it started from, arm minus base (seeds and machines pooled per task)."""
-        sides = [evaluated[a] for a in (arm, base) if a]
-        if not all(sides):
-            return None
-        per_task = [[(_per_task(results, e), _per_task(results, start_of(results, r))) for r, e in side]
-                    for side in sides]
-        if not all(p for side in per_task for pair in side for p in pair):
-            return None
-        runs, starts = zip(*per_task[0])
-        base_runs, base_starts = zip(*per_task[1]) if base else ((), ())
-        names = (arm, base or "student")
-        both = seed_task_bootstrap(runs, starts, base_runs, base_starts, names=names, **boot)
-        tasks_only = gain_bootstrap(runs, starts, base_runs, base_starts, names=names, **boot)
-        return {**both, "task_only_ci": tasks_only["ci"]}
+        return seed_interval([pa, pb], confidence=confidence, names=[" + ".join(a), " + ".join(b)])
 
     students = student_evals(results)
-    opd_vs_student = gains("grpo-opd")
-    opd_vs_only = gains("grpo-opd", "grpo-only")
-    only_vs_student = gains("grpo-only")
+    opd_vs_student = difference("grpo-opd")
+    opd_vs_only = difference("grpo-opd", "grpo-only")
+    only_vs_student = difference("grpo-only")
     student_pass1 = _pass1(results, students)
     teachers = {}
     for name, spec in (results.get("teachers") or _legacy_teachers(results)).items():
@@ -147,11 +157,13 @@ def summary(results: dict[str, Any], n_resamples: int = N_RESAMPLES, confidence:
             "pass1": pass1, "pass1_ci95": _ci(band([ev])), "privileged": spec.get("privileged", "none"),
             "teacher_kl": spec.get("teacher_kl"), "teacher_kl_source": spec.get("teacher_kl_source"),
             "ratio_to_student": pass1 / student_pass1 if pass1 is not None and student_pass1 else None,
-            "minus_student_ci95": _ci(diff([ev], students)),
+            "minus_student_ci95": _ci(versus([ev], students)),
         }
     opd_teacher = results.get("opd_teacher") or next(iter(teachers), None)
     steps = [r.get("steps") for r in results.get("runs", {}).values() if r.get("steps")]
     steps += [t["steps"][-1] for t in results.get("training", {}).values() if t.get("steps")] if not steps else []
+    details = {"grpo_opd_minus_student": opd_vs_student, "grpo_opd_minus_grpo_only": opd_vs_only,
+               "grpo_only_minus_student": only_vs_student}
     out: dict[str, Any] = {
         "heldout_tasks": n_tasks,
         "attempts_per_task": student["n_attempts"] // n_tasks,
@@ -167,30 +179,38 @@ def summary(results: dict[str, Any], n_resamples: int = N_RESAMPLES, confidence:
         "date": results.get("date"),
         # extras
         "subject": results.get("subject"),
-        "grpo_opd_minus_student": opd_vs_student["mean_diff"] if opd_vs_student else None,
-        "grpo_opd_minus_student_task_only_ci95": _ci(opd_vs_student, "task_only_ci"),
-        "grpo_opd_minus_grpo_only_task_only_ci95": _ci(opd_vs_only, "task_only_ci"),
-        "grpo_opd_minus_grpo_only": opd_vs_only["mean_diff"] if opd_vs_only else None,
-        "grpo_only_minus_student": only_vs_student["mean_diff"] if only_vs_student else None,
+        "grpo_opd_minus_student": opd_vs_student["mean"] if opd_vs_student else None,
+        "grpo_opd_minus_grpo_only": opd_vs_only["mean"] if opd_vs_only else None,
+        "grpo_only_minus_student": only_vs_student["mean"] if only_vs_student else None,
         "grpo_only_minus_student_ci95": _ci(only_vs_student),
+        "intervals": {key: _detail(value) for key, value in details.items() if value is not None},
         "student_pass1_ci95": _ci(band(students)),
         "student_evals": students,
-        "grpo_opd_pass1_ci95": _ci(band(finals["grpo-opd"])),
-        "grpo_only_pass1_ci95": _ci(band(finals["grpo-only"])),
+        "grpo_opd_pass1_ci95": _ci(band(finals["grpo-opd"], level_pool)),
+        "grpo_only_pass1_ci95": _ci(band(finals["grpo-only"], level_pool)),
         "per_seed_pass1": {arm: {str(results.get("runs", {}).get(r, {}).get("seed", results.get("seed", 0))):
                                  _pass1(results, [e]) for r, e in pairs} for arm, pairs in evaluated.items() if pairs},
         "opd_teacher": opd_teacher,
         "teachers": teachers,
-        "curves": curves(results, **boot),
+        "curves": curves(results, confidence),
         "heldout_dataset": results.get("heldout_dataset"),
         "validation_dataset": results.get("validation_dataset"),
         "heldout_overlap": (results.get("heldout_check") or {}).get("overlap"),
-        "bootstrap": {**boot, "unit": "held-out task", "seeds": "averaged per task", "interval": "percentile",
-                      "differences_with_runs": "tasks and each arm's seeds resampled (seed_task_bootstrap); "
-                                               "*_task_only_ci95: tasks alone"},
+        "statistics": {
+            "confidence": confidence, "unit": "held-out task", "interval": METHOD,
+            "differences": "each RL run's per-task gain over the student build it started from, arm minus arm",
+            "claims": f"a difference's ci_excludes_zero check is measured only when each arm in it has >= {MIN_SEEDS} "
+                      "runs of its own (with one run, its seed part is borrowed from the other arms)",
+        },
     }
     out["checks"] = checks(out)
     return out
+
+
+def _detail(value: dict[str, Any]) -> dict[str, Any]:
+    """What an interval rests on: its task-only interval, standard error, degrees of freedom, runs per arm."""
+    return {key: value[key] for key in ("mean", "ci", "task_only_ci", "se", "df", "n_runs", "seed_part",
+                                        "seed_part_missing")}
 
 
 def _legacy_teachers(results: dict[str, Any]) -> dict[str, Any]:
@@ -203,10 +223,14 @@ def _legacy_teachers(results: dict[str, Any]) -> dict[str, Any]:
 
 
 def checks(s: dict[str, Any]) -> dict[str, bool | None]:
-    """The experiment's bar, each True / False, or None when its numbers are missing."""
+    """The experiment's bar, each True / False, or None when its numbers are missing (or, for a difference's
+    interval, when an arm in it has fewer than MIN_SEEDS runs: its seed part is then not its own)."""
 
-    def excludes_zero(ci):
-        return None if ci is None else ci[0] > 0 or ci[1] < 0
+    def excludes_zero(key: str) -> bool | None:
+        ci, detail = s[f"{key}_ci95"], s["intervals"].get(key)
+        if ci is None or detail is None or min(detail["n_runs"]) < MIN_SEEDS:
+            return None
+        return ci[0] > 0 or ci[1] < 0
 
     teacher = s["teachers"].get(s["opd_teacher"] or "", {})
     ratio = teacher.get("ratio_to_student")
@@ -214,8 +238,8 @@ def checks(s: dict[str, Any]) -> dict[str, bool | None]:
     return {
         "opd_teacher_ge_2x_student": None if ratio is None else ratio >= MIN_TEACHER_RATIO,
         "grpo_opd_gain_ge_5_points": None if gain is None else gain >= MIN_GAIN,
-        "grpo_opd_minus_student_ci_excludes_zero": excludes_zero(s["grpo_opd_minus_student_ci95"]),
-        "grpo_opd_minus_grpo_only_ci_excludes_zero": excludes_zero(s["grpo_opd_minus_grpo_only_ci95"]),
+        "grpo_opd_minus_student_ci_excludes_zero": excludes_zero("grpo_opd_minus_student"),
+        "grpo_opd_minus_grpo_only_ci_excludes_zero": excludes_zero("grpo_opd_minus_grpo_only"),
         "heldout_ge_256_tasks_x_4_attempts": s["heldout_tasks"] >= MIN_TASKS and s["attempts_per_task"] >= MIN_ATTEMPTS,
         # every arm evaluated at the end of at least 2 training seeds (the seeds run, pooled, are not enough)
         "seeds_ge_2": all(len(s["per_seed_pass1"].get(arm, {})) >= MIN_SEEDS for arm in ARMS),
@@ -223,29 +247,34 @@ def checks(s: dict[str, Any]) -> dict[str, bool | None]:
     }
 
 
-def curves(results: dict[str, Any], n_resamples: int = N_RESAMPLES, confidence: float = CONFIDENCE,
-           seed: int = SEED) -> dict[str, list[dict[str, Any]]]:
+def curves(results: dict[str, Any], confidence: float = CONFIDENCE) -> dict[str, list[dict[str, Any]]]:
     """Per arm, held-out pass@1 over RL steps: step 0 is the student, then each evaluated checkpoint and the final
-    model; each point pools the seeds evaluated at that step, with its bootstrap CI over tasks."""
-    out: dict[str, list[dict[str, Any]]] = {}
+    model; each point pools the runs evaluated at that step, with its seed-aware interval (a one-run point takes the
+    run-to-run variance pooled over the arms at that step)."""
     runs = results.get("runs") or {}
+    by_arm: dict[str, dict[int, list[str]]] = {}
     for arm in ARMS:
         names = runs_of(results, arm)
         if not names or not runs:
             continue
-        by_step: dict[int, list[str]] = {0: []}
+        by_step: dict[int, list[str]] = {0: student_evals(results)}
         for run in names:
             info = runs[run]
             for step, ev in info.get("checkpoints", {}).items():
                 by_step.setdefault(int(step), []).append(ev)
             if info.get("final") and info.get("steps"):
                 by_step.setdefault(int(info["steps"]), []).append(info["final"])
+        by_arm[arm] = {step: [e for e in evs if _per_task(results, e)] for step, evs in sorted(by_step.items())}
+    pools = {step: pooled_seed_variance([[_per_task(results, e) for e in steps[step]] for steps in by_arm.values()
+                                         if steps.get(step)]) for step in {s for v in by_arm.values() for s in v}}
+    out: dict[str, list[dict[str, Any]]] = {}
+    for arm, steps in by_arm.items():
         points = []
-        for step in sorted(by_step):
-            evs = student_evals(results) if step == 0 else [e for e in by_step[step] if _per_task(results, e)]
-            if not evs or not _per_task(results, evs[0]):
+        for step, evs in steps.items():
+            if not evs:
                 continue
-            ci = bootstrap_ci([_per_task(results, e) for e in evs], n_resamples, confidence, seed)
+            ci = seed_interval([[_per_task(results, e) for e in evs]], pooled=pools[step], confidence=confidence,
+                               names=[f"{arm}@{step}"])
             points.append({"step": step, "pass1": ci["mean"], "ci95": ci["ci"], "n_seeds": len(evs)})
         out[arm] = points
     return out
@@ -258,7 +287,7 @@ def write_summary(results: dict[str, Any], path: str | Path, **kwargs: Any) -> d
     return out
 
 
-# ------------------------------------------------------------------------------------------------------ merging
+# ------------------------------------------------------------------------------------------------------ text
 def _pct(x: float | None) -> str:
     return "-" if x is None else f"{100 * x:.1f}%"
 
@@ -279,11 +308,13 @@ def ci_block(s: dict[str, Any], with_checks: bool = True) -> str:
     (`with_checks`: and the line of the experiment's acceptance checks)."""
     n_seeds = len(s["seeds"])
     seeds = f"{n_seeds} training seed{'s' if n_seeds != 1 else ''} ({', '.join(map(str, s['seeds']))})"
-    conf = round(100 * s["bootstrap"]["confidence"])
+    conf = round(100 * s["statistics"]["confidence"])
     lines = [
         f"Held-out pass@1 over {s['heldout_tasks']} tasks x {s['attempts_per_task']} attempts, {seeds} averaged per "
-        f"task; {conf}% intervals: percentile bootstrap over tasks ({s['bootstrap']['n_resamples']} resamples, "
-        "paired for differences; a difference involving RL runs also resamples each arm's seeds).",
+        f"task; {conf}% intervals: t intervals whose variance adds a task part (paired over tasks for differences) "
+        "and a seed part (the variance of the runs' means; an arm with one run borrows it from the arms with more), "
+        "Welch-Satterthwaite degrees of freedom (arc_experiments/learning/seed_interval.py); each RL run is compared "
+        "with the student build it started from.",
         "",
         f"| held-out pass@1 | mean | {conf}% CI |",
         "|---|---|---|",
@@ -296,12 +327,16 @@ def ci_block(s: dict[str, Any], with_checks: bool = True) -> str:
             detail = f" (seeds: {shown})" if len(per_seed) > 1 else ""
             lines.append(f"| after {ARM_TITLES[arm]}{detail} | {_pct(s[f'{key}_pass1'])} | "
                          f"{_interval(s[f'{key}_pass1_ci95'])} |")
-    lines += ["", f"| paired difference (points) | mean | {conf}% CI |", "|---|---|---|"]
+    lines += ["", f"| paired difference (points) | mean | {conf}% CI, tasks and seeds | tasks only | runs per arm |",
+              "|---|---|---|---|---|"]
     for label, key in (("GRPO + OPD - student", "grpo_opd_minus_student"),
                        ("GRPO + OPD - GRPO only", "grpo_opd_minus_grpo_only"),
                        ("GRPO only - student", "grpo_only_minus_student")):
         if s[key] is not None:
-            lines.append(f"| {label} | {_points(s[key])} | {_interval(s[f'{key}_ci95'], points=True)} |")
+            detail = s["intervals"][key]
+            runs = " / ".join(f"{n}{'' if n >= MIN_SEEDS else ' (seed part borrowed)'}" for n in detail["n_runs"])
+            lines.append(f"| {label} | {_points(s[key])} | {_interval(s[f'{key}_ci95'], points=True)} | "
+                         f"{_interval(detail['task_only_ci'], points=True)} | {runs} |")
     if s["teachers"]:
         lines += ["", "| teacher | prompt | held-out pass@1 | x student | teacher_kl to the student |",
                   "|---|---|---|---|---|"]
@@ -327,7 +362,7 @@ def ci_block(s: dict[str, Any], with_checks: bool = True) -> str:
 
 def plot_curves(curve: dict[str, list[dict[str, Any]]], path: str | Path, title: str = "Held-out pass@1 over GRPO "
                 "steps") -> None:
-    """Held-out pass@1 over steps per arm, with the bootstrap CI as a band."""
+    """Held-out pass@1 over steps per arm, with its seed-aware interval as a band."""
     from matplotlib.backends.backend_agg import FigureCanvasAgg
     from matplotlib.figure import Figure
 
@@ -339,7 +374,8 @@ def plot_curves(curve: dict[str, list[dict[str, Any]]], path: str | Path, title:
             continue
         steps = [p["step"] for p in points]
         ax.plot(steps, [100 * p["pass1"] for p in points], color=color, marker="o", linewidth=2,
-                label=f"{ARM_TITLES.get(arm, arm)} ({max(p['n_seeds'] for p in points)} seed(s) pooled)")
+                label=f"{ARM_TITLES.get(arm, arm)} ({points[-1]['n_seeds']} seed(s) at step {points[-1]['step']}; "
+                      "step 0: the student builds)")
         ax.fill_between(steps, [100 * p["ci95"][0] for p in points], [100 * p["ci95"][1] for p in points],
                         color=color, alpha=0.2, linewidth=0)
     ax.set_xlabel("GRPO step (0: the SFT student)")

@@ -28,8 +28,8 @@ def heldout_metrics(folder: Path, reward_mode: str, agent_mode: str,
                     n_predictions: int | None = None) -> dict[str, Any]:
     """Solve rate, pass@k, valid submissions, pixel score (evaluate.py's metrics.json), the mean training reward of
     the attempts (recomputed from each attempt's outcome in completions.jsonl) and each task's pass@1 (`per_task`,
-    from per_attempt.jsonl: the input of the bootstrap CIs)."""
-    from arc_trl.eval.per_task import per_task_pass1
+    from per_attempt.jsonl: the input of the intervals)."""
+    from arc_experiments.learning.per_task import per_task_pass1
     from arc_trl.rewards.modes import compute_reward
 
     metrics = json.loads((folder / "metrics.json").read_text())

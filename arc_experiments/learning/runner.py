@@ -1,10 +1,10 @@
 """The learning experiment in one command: SFT a student, build teachers, RL it (GRPO + OPD, GRPO alone), evaluate.
 
-    python scripts/demo_learning.py              # the CPU demo: ~10 min on 2 CPU cores (~14 with --ablation)
-    python scripts/demo_learning.py --resume     # continue an interrupted run (finished stages are kept)
-    python scripts/demo_learning.py --ablation   # also GRPO without the teacher, from the same student
-    python scripts/demo_learning.py --configs configs/gpu/learning --out /tmp/arc-gpu/learning   # the GPU experiment
-    python scripts/demo_learning.py --configs configs/gpu/learning --list      # its stages, needs and what is done
+    python -m arc_experiments.learning              # the CPU demo: ~10 min on 2 CPU cores (~14 with --ablation)
+    python -m arc_experiments.learning --resume     # continue an interrupted run (finished stages are kept)
+    python -m arc_experiments.learning --ablation   # also GRPO without the teacher, from the same student
+    python -m arc_experiments.learning --configs configs/gpu/learning --out /tmp/arc-gpu/learning   # the GPU experiment
+    python -m arc_experiments.learning --configs configs/gpu/learning --list      # its stages, needs and what is done
 
 Every stage runs the project's own entry point (output in OUT/logs/<stage>.log):
 
@@ -22,7 +22,7 @@ Every stage runs the project's own entry point (output in OUT/logs/<stage>.log):
 Then OUT/results.json (every evaluation with its per-task pass@1, the training logs, each stage's wall time; written
 after every stage, so a run stopped between stages leaves it) and, once a run is complete, the plots
 (docs/img/<prefix>_*.png), the generated block of docs/learning.md and (GPU profile) the summary JSON with the
-bootstrap CIs (arc_experiments/learning/report.py).
+seed-aware intervals (arc_experiments/learning/report.py).
 
 The folder given by `--configs` holds the stage configs (sft-student.yaml, the teachers' SFT configs, grpo-opd.yaml)
 and a `profile.yaml` (`DEFAULT_PROFILE` below: model shape, evaluation backend, held-out and validation sets, seeds,

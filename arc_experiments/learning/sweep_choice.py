@@ -5,9 +5,10 @@
 Reads `SWEEP_DIR/sweep_manifest.json` (scripts/sweep.py) and, for each run, every in-training evaluation
 (`eval_every_steps`, arc_trl/eval/callback.py): the attempts files `output_dir/eval_arc/step_N.jsonl`, rescored against
 the validation tasks (`eval_dataset` of the run's config) into per-task pass@1, with a bootstrap CI over tasks
-(arc_trl/eval/bootstrap.py). Each (run, step) is a candidate (the step is part of the recipe); each gets the paired
-difference to the best one; each variant and each arm (GRPO alone: `teacher_tau` 0; GRPO + OPD) gets its own best.
-Runs without an evaluation (not finished, or no eval_dataset) are listed as such. Held-out tasks play no part: the
+(bootstrap.py: a candidate is one run, so its interval covers the choice of tasks only, not of seeds; figures over
+several seeds take seed_interval.py's). Each (run, step) is a candidate (the step is part of the recipe); each gets the
+paired difference to the best one; each variant and each arm (GRPO alone: `teacher_tau` 0; GRPO + OPD) gets its own
+best. Runs without an evaluation (not finished, or no eval_dataset) are listed as such. Held-out tasks play no part: the
 sweep's configs must evaluate on the validation set (see configs/gpu/learning/sweep.yaml).
 """
 
@@ -19,7 +20,7 @@ import re
 from pathlib import Path
 from typing import Any
 
-from arc_trl.eval.bootstrap import bootstrap_ci, paired_bootstrap
+from arc_experiments.learning.bootstrap import bootstrap_ci, paired_bootstrap
 
 STEP_FILE = re.compile(r"step_(\d+)\.jsonl$")
 

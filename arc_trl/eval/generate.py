@@ -100,7 +100,8 @@ def score_folder(output_dir: Path, tasks: list[ArcTask], n_predictions: int, dat
                  workers: int, config, progress: bool = True, dropped: Sequence[ArcTask] = ()) -> dict[str, Any]:
     """Score the first `n_predictions` attempts of each task (replayed in the sandbox, as `arc-trl evaluate score`).
     `dropped`: the dataset's tasks left unattempted (prompt too long); they count in `n_dataset_tasks` and
-    `n_missing_tasks` (the rates stay over the attempted tasks), listed as `dropped_task_ids`."""
+    `n_missing_tasks`, as failures in the pass figures (pass_rate, is_correct, pass_at_k.json: over the whole
+    dataset; `*_attempted`: over the attempted tasks), listed as `dropped_task_ids`."""
     from arc_trl.eval.passk import write_pass_at_k
     from arc_trl.eval.score import score_completions, write_outputs
     from arc_trl.eval.tables import write_metrics_table

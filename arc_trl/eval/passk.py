@@ -5,9 +5,12 @@ Models Trained on Code") is
 
     pass@k = 1 - C(n - c, k) / C(n, k) = 1 - prod_{i = n - c + 1}^{n} (1 - k / i)
 
-(the product form avoids huge binomials). The dataset value is the mean over tasks. When tasks have different numbers
-of attempts, pass@k only averages the tasks with n >= k (the others cannot be drawn k times); `tasks_at_k` in the
-result says how many tasks each value covers.
+(the product form avoids huge binomials). The dataset value is the mean over tasks, the WHOLE dataset by default: an
+evaluation folder's `metrics.json` gives the dataset's tasks with known solutions (`n_dataset_tasks_with_solutions`),
+and those never attempted (prompts too long for the model, a run cut short) count as failures: 1 of 400 solved is
+0.25%, not 1/396. When tasks have different numbers of attempts, pass@k only averages the tasks with n >= k (the
+others cannot be drawn k times) and the unattempted ones; `tasks_at_k` in the result says how many tasks each value
+covers.
 
 An attempt "passes" when its `passed` field in `per_attempt.jsonl` is true (every test output correct). Attempts whose
 `passed` is null (solutions unknown) are left out; a task with no scored attempt is left out. Attempts on augmented
@@ -89,29 +92,43 @@ def count_passes(records: Iterable[Mapping[str, Any]]) -> dict[str, tuple[int, i
     return {task_id: (n, c) for task_id, (n, c) in counts.items()}
 
 
-def pass_at_k_curve(counts: Mapping[str, tuple[int, int]], ks: Iterable[int] | None = None) -> dict[str, Any]:
-    """Mean pass@k over tasks for each k (default `default_ks(max n)`), as saved in `pass_at_k.json`.
+def pass_at_k_curve(counts: Mapping[str, tuple[int, int]], ks: Iterable[int] | None = None,
+                    dataset_tasks: int | None = None) -> dict[str, Any]:
+    """Mean pass@k over tasks for each k (default `default_ks(max n)`), as saved in `pass_at_k.json`;
+    `dataset_tasks`: the dataset's tasks with known solutions, the attempted ones included: the others count as
+    failures (None: the attempted tasks alone).
 
-    Returns {"n_tasks", "min_attempts", "max_attempts", "pass_at_k": {"k": value}, "tasks_at_k": {"k": n_tasks}};
-    JSON keys are strings. A k that no task reaches is left out.
-    """
-    if not counts:
-        return {"n_tasks": 0, "min_attempts": 0, "max_attempts": 0, "pass_at_k": {}, "tasks_at_k": {}}
+    Returns {"n_tasks", "n_dataset_tasks", "n_unattempted_tasks", "min_attempts", "max_attempts",
+    "pass_at_k": {"k": value}, "tasks_at_k": {"k": n_tasks}}; JSON keys are strings. A k that no attempted task
+    reaches is left out. ValueError when `dataset_tasks` is below the attempted tasks."""
+    unattempted = 0 if dataset_tasks is None else dataset_tasks - len(counts)
+    if unattempted < 0:
+        raise ValueError(f"{len(counts)} tasks attempted but the dataset is given {dataset_tasks} tasks")
     sizes = [n for n, _ in counts.values()]
+    head = {"n_tasks": len(counts), "n_dataset_tasks": len(counts) + unattempted, "n_unattempted_tasks": unattempted}
+    if not counts:
+        return {**head, "min_attempts": 0, "max_attempts": 0, "pass_at_k": {}, "tasks_at_k": {}}
     ks = sorted(set(default_ks(max(sizes)) if ks is None else ks))
     values, covered = {}, {}
     for k in ks:
         scores = [pass_at_k(n, c, k) for n, c in counts.values() if n >= k]
         if scores:
-            values[str(k)] = sum(scores) / len(scores)
-            covered[str(k)] = len(scores)
-    return {
-        "n_tasks": len(counts),
-        "min_attempts": min(sizes),
-        "max_attempts": max(sizes),
-        "pass_at_k": values,
-        "tasks_at_k": covered,
-    }
+            values[str(k)] = sum(scores) / (len(scores) + unattempted)
+            covered[str(k)] = len(scores) + unattempted
+    return {**head, "min_attempts": min(sizes), "max_attempts": max(sizes), "pass_at_k": values, "tasks_at_k": covered}
+
+
+def dataset_tasks_of(eval_dir: str | Path) -> int | None:
+    """The dataset's tasks with known solutions, from the folder's `metrics.json` (None for folders scored before it
+    recorded them, or without metrics.json: pass@k is then over the attempted tasks)."""
+    path = Path(eval_dir) / "metrics.json"
+    if not path.is_file():
+        return None
+    try:
+        value = json.loads(path.read_text()).get("n_dataset_tasks_with_solutions")
+    except json.JSONDecodeError as e:
+        raise ValueError(f"{path}: not valid JSON ({e.msg})") from None
+    return int(value) if value is not None else None
 
 
 def load_pass_at_k(eval_dir: str | Path) -> dict[str, Any] | None:
@@ -127,14 +144,15 @@ def load_pass_at_k(eval_dir: str | Path) -> dict[str, Any] | None:
         except json.JSONDecodeError as e:
             raise ValueError(f"{saved}: not valid JSON ({e.msg})") from None
     if (eval_dir / PER_ATTEMPT_FILE).is_file():
-        return pass_at_k_curve(count_passes(read_per_attempt(eval_dir)))
+        return pass_at_k_curve(count_passes(read_per_attempt(eval_dir)), dataset_tasks=dataset_tasks_of(eval_dir))
     return None
 
 
 def write_pass_at_k(eval_dir: str | Path, plot: bool = True, label: str | None = None) -> dict[str, Any]:
-    """Compute pass@k from `eval_dir/per_attempt.jsonl`; write `pass_at_k.json` and (if `plot`) `pass_at_k.png`."""
+    """Compute pass@k from `eval_dir/per_attempt.jsonl` over the dataset of its `metrics.json`; write
+    `pass_at_k.json` and (if `plot`) `pass_at_k.png`."""
     eval_dir = Path(eval_dir)
-    curve = pass_at_k_curve(count_passes(read_per_attempt(eval_dir)))
+    curve = pass_at_k_curve(count_passes(read_per_attempt(eval_dir)), dataset_tasks=dataset_tasks_of(eval_dir))
     (eval_dir / PASS_AT_K_FILE).write_text(json.dumps(curve, indent=2) + "\n")
     if plot and curve["pass_at_k"]:
         from arc_trl.eval.plots import plot_pass_at_k

@@ -24,7 +24,11 @@ attempts that have train predictions); `unique_outputs` = the number of distinct
 to the original orientation and colours) / the number of attempts; `is_correct` = 1 when at least one attempt passed
 (`train_is_correct`: at least one attempt got every train output right). Dataset: the mean over tasks. Scores that
 need the solutions use only the tasks whose solutions are known (null when none are); `train_*` are null when no
-attempt produced train predictions. Tasks of the dataset without any attempt are not scored (`n_missing_tasks`).
+attempt produced train predictions. The pass figures, `pass_rate` (pass@1) and `is_correct` (pass@n), are over the
+WHOLE dataset: its tasks without any attempt (`n_missing_tasks`: not generated, or dropped for a prompt too long),
+whose solutions are known, count as failures (`n_dataset_tasks_with_solutions` is their denominator);
+`pass_rate_attempted` and `is_correct_attempted` are the same over the attempted tasks alone. The other means are
+over the attempted tasks.
 
 The completions file is streamed, never held in memory (`score_input`): a first pass checks every line, the second
 reads each completion as its attempt is replayed. A last line torn by a run killed mid-write is reported and skipped.
@@ -73,6 +77,7 @@ FRACTION_METRICS = (
     "valid_code", "valid_outputs", "unique_outputs", "pixel_score", "correct_grids", "pass_rate", "is_correct",
     "train_pixel_score", "train_correct_grids", "train_pass_rate", "train_is_correct",
 )
+DATASET_METRICS = ("pass_rate", "is_correct")  # over the whole dataset: unattempted tasks count as failures
 
 
 # --------------------------------------------------------------------------------------------------------------------
@@ -257,9 +262,24 @@ def score_completions(tasks: list[ArcTask], records: list[dict[str, Any]], worke
     if any(row is None for row in rows):  # the file lost lines between the two passes
         raise ScoreInputError(f"{where}: the file changed while it was being scored")
     metrics = aggregate(rows, attempts)  # type: ignore[arg-type]
+    attempted = {a.original_id for a in attempts}
+    unattempted = [t for t in tasks if t.id not in attempted]
     metrics["n_dataset_tasks"] = len(tasks)
-    metrics["n_missing_tasks"] = len({t.id for t in tasks} - {a.original_id for a in attempts})
-    return metrics, rows
+    metrics["n_missing_tasks"] = len(unattempted)
+    return over_dataset(metrics, sum(t.has_solutions for t in unattempted)), rows
+
+
+def over_dataset(metrics: dict[str, Any], unattempted_with_solutions: int) -> dict[str, Any]:
+    """`metrics` with the pass figures (`DATASET_METRICS`) over the whole dataset: the unattempted tasks whose
+    solutions are known count as failures; `<key>_attempted` keeps each over the attempted tasks."""
+    scored = metrics["n_tasks_with_solutions"]
+    metrics["n_dataset_tasks_with_solutions"] = scored + unattempted_with_solutions
+    for key in DATASET_METRICS:
+        value = metrics[key]
+        metrics[f"{key}_attempted"] = value
+        if value is not None:
+            metrics[key] = value * scored / (scored + unattempted_with_solutions)
+    return metrics
 
 
 def write_outputs(output_dir: str | Path, metrics: dict[str, Any], rows: list[dict[str, Any]]) -> None:
@@ -340,8 +360,8 @@ def run_score(args: argparse.Namespace) -> int:
     write_pass_at_k(output_dir)
     write_metrics_table(output_dir, echo=False)
     if metrics["n_missing_tasks"]:
-        print(f"note: {metrics['n_missing_tasks']} task(s) of the dataset have no attempt and are not scored",
-              file=sys.stderr)
+        print(f"note: {metrics['n_missing_tasks']} task(s) of the dataset have no attempt: they count as failures in "
+              "pass_rate and is_correct (pass_rate_attempted, is_correct_attempted: without them)", file=sys.stderr)
     print(f"wrote {output_dir / METRICS_FILE}, {output_dir / PER_ATTEMPT_FILE}, metrics.md and pass_at_k.json")
     if scan.torn_line is not None:
         print(f"warning: {args.completions}:{scan.torn_line}: the torn last line was not scored"
@@ -351,7 +371,10 @@ def run_score(args: argparse.Namespace) -> int:
 
 
 def format_summary(metrics: dict[str, Any]) -> str:
-    lines = [f"{metrics['n_tasks']} tasks, {metrics['n_attempts']} attempts"]
+    missing = metrics.get("n_missing_tasks") or 0
+    lines = [f"{metrics['n_tasks']} tasks, {metrics['n_attempts']} attempts"
+             + (f"; pass figures over the {metrics['n_dataset_tasks']} tasks of the dataset ({missing} unattempted "
+                "count as failures)" if missing else "")]
     for key in FRACTION_METRICS:
         value = metrics.get(key)
         lines.append(f"  {key:20s} {'-' if value is None else f'{100 * value:.2f}%'}")

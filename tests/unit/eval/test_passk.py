@@ -91,6 +91,22 @@ def test_curve_with_different_attempt_counts():
     assert curve["tasks_at_k"] == {"1": 2, "2": 2, "4": 1}
 
 
+def test_curve_over_the_whole_dataset_counts_unattempted_tasks_as_failures():
+    # a: n=4, c=1 (pass@1 1/4, pass@2 1/2); b: n=2, c=2; and 2 unattempted tasks of a 4-task dataset
+    curve = pass_at_k_curve({"a": (4, 1), "b": (2, 2)}, dataset_tasks=4)
+    assert curve["pass_at_k"] == pytest.approx({"1": (0.25 + 1) / 4, "2": (0.5 + 1) / 4, "4": 1 / 3})
+    assert curve["tasks_at_k"] == {"1": 4, "2": 4, "4": 3}  # k = 4: task a and the two unattempted ones
+    assert (curve["n_tasks"], curve["n_dataset_tasks"], curve["n_unattempted_tasks"]) == (2, 4, 2)
+    with pytest.raises(ValueError, match="2 tasks attempted but the dataset is given 1 tasks"):
+        pass_at_k_curve({"a": (4, 1), "b": (2, 2)}, dataset_tasks=1)
+
+
+def test_write_pass_at_k_takes_the_dataset_from_metrics_json(tmp_path):
+    _write_per_attempt(tmp_path, {"a": [True, False]})
+    (tmp_path / "metrics.json").write_text(json.dumps({"n_dataset_tasks_with_solutions": 400}))
+    assert write_pass_at_k(tmp_path, plot=False)["pass_at_k"] == pytest.approx({"1": 0.5 / 400, "2": 1 / 400})
+
+
 def test_curve_with_explicit_ks_skips_unreachable_k():
     curve = pass_at_k_curve({"a": (4, 0), "b": (4, 4)}, ks=[3, 1, 8])
     assert curve["pass_at_k"] == pytest.approx({"1": 0.5, "3": 0.5})

@@ -117,14 +117,52 @@ def test_augmented_attempts_count_for_the_original_task(dataset, tmp_path):
     assert run_main(dataset, completions, out) == 0
     metrics = json.loads((out / "metrics.json").read_text())
     rows = [json.loads(line) for line in (out / "per_attempt.jsonl").read_text().splitlines()]
-    assert metrics["n_tasks"] == 1 and metrics["n_attempts"] == 3 and metrics["n_missing_tasks"] == 1
+    assert metrics["n_tasks"] == 1 and metrics["n_attempts"] == 3 and metrics["n_missing_tasks"] == 1  # task B
     assert [r["passed"] for r in rows] == [True, True, False]
     assert rows[0]["augmentation"] == "d1" and "augmentation" not in rows[1] and rows[2]["augmentation"] == "d2"
     assert [r["attempt"] for r in rows] == [0, 1, 2]
     # the rotated prediction maps back onto the plain one: 2 distinct sets (right, wrong) among 3 attempts
     assert metrics["unique_outputs"] == pytest.approx(2 / 3)
-    assert metrics["pass_rate"] == pytest.approx(2 / 3) and metrics["is_correct"] == 1.0
+    assert metrics["pass_rate_attempted"] == pytest.approx(2 / 3) and metrics["is_correct_attempted"] == 1.0
+    assert metrics["pass_rate"] == pytest.approx(1 / 3) and metrics["is_correct"] == 0.5  # task B fails unattempted
     assert metrics["train_pixel_score"] is None and metrics["train_is_correct"] is None
+
+
+def test_pass_figures_are_over_the_whole_dataset_unattempted_tasks_failing(dataset, tmp_path):
+    """Task B is never attempted: task A's 1 pass in 2 attempts is pass@1 0.5 over the attempted task, 0.25 over the
+    dataset's 2 tasks (before: 0.5; ARC-AGI-1's 1 solved task of 400 read 1/396 so)."""
+    completions = write_jsonl(tmp_path / "c.jsonl", [{"task_id": "taskA", "completion": CORRECT},
+                                                     {"task_id": "taskA", "completion": WRONG}])
+    out = tmp_path / "out"
+    assert run_main(dataset, completions, out) == 0
+    metrics = json.loads((out / "metrics.json").read_text())
+    assert (metrics["n_dataset_tasks"], metrics["n_missing_tasks"], metrics["n_dataset_tasks_with_solutions"]) == (
+        2, 1, 2)
+    assert (metrics["pass_rate"], metrics["pass_rate_attempted"]) == (0.25, 0.5)
+    assert (metrics["is_correct"], metrics["is_correct_attempted"]) == (0.5, 1.0)
+    curve = json.loads((out / "pass_at_k.json").read_text())
+    # pass@1 of task A is 1/2, pass@2 is 1; task B counts 0 in both
+    assert curve["pass_at_k"] == {"1": 0.25, "2": 0.5} and curve["tasks_at_k"] == {"1": 2, "2": 2}
+    assert (curve["n_dataset_tasks"], curve["n_unattempted_tasks"]) == (2, 1)
+
+
+def test_generate_counts_the_tasks_it_dropped_as_failures(dataset, tmp_path):
+    """`evaluate generate` drops tasks whose prompt is too long (score_folder's `dropped`): its own pass figures and
+    pass@k must divide by the whole dataset (before: by the attempted tasks, 1/396 instead of 1/400)."""
+    from arc_trl.eval.generate import score_folder
+    from arc_trl.tasks import load_tasks
+
+    tasks = {t.id: t for t in load_tasks(str(dataset))}
+    out = tmp_path / "gen"
+    out.mkdir()
+    write_jsonl(out / "completions.jsonl", [
+        {"task_id": "taskA", "attempt": 0, "completion": CORRECT},
+        {"task_id": "taskA", "attempt": 1, "completion": WRONG}])
+    metrics = score_folder(out, [tasks["taskA"]], 2, str(dataset), "repl", 1, None, progress=False,
+                           dropped=[tasks["taskB"]])
+    assert (metrics["n_dropped_tasks"], metrics["pass_rate"], metrics["is_correct"]) == (1, 0.25, 0.5)
+    assert json.loads((out / "metrics.json").read_text())["pass_rate"] == 0.25
+    assert json.loads((out / "pass_at_k.json").read_text())["pass_at_k"] == {"1": 0.25, "2": 0.5}
 
 
 def test_unknown_solutions_give_null_scores(tmp_path):
@@ -208,7 +246,8 @@ def test_a_torn_last_line_is_reported_and_the_complete_lines_scored(dataset, tmp
         assert run_main(dataset, path, tmp_path / "out") == 0
         assert f"{path}:3: the last line is incomplete" in capsys.readouterr().err
         metrics = json.loads((tmp_path / "out" / "metrics.json").read_text())
-        assert (metrics["n_attempts"], metrics["pass_rate"], metrics["torn_last_line"]) == (2, 0.5, 3)
+        assert (metrics["n_attempts"], metrics["pass_rate_attempted"], metrics["torn_last_line"]) == (2, 0.5, 3)
+        assert metrics["pass_rate"] == 0.25  # task B's one attempt was torn: unattempted, a failure over the dataset
     assert run_main(dataset, path, tmp_path / "strict", "--strict") == 1
     assert "exit code 1 (--strict)" in capsys.readouterr().err
     assert json.loads((tmp_path / "strict" / "metrics.json").read_text())["n_attempts"] == 2

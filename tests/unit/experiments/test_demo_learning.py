@@ -17,17 +17,18 @@ def test_heldout_tasks_use_the_rl_families_with_their_own_seed():
 
 def test_plan_runs_the_ablation_only_when_asked(tmp_path):
     names = [s.name for s in plan_mod.plan(tmp_path, seed=0, n_heldout=8, n_predictions=2, ablation=False)]
-    assert names == ["model", "student", "teacher", "eval-student", "eval-teacher", "grpo-opd", "eval-grpo-opd"]
+    assert names == ["check-heldout", "model", "student", "teacher", "eval-student", "eval-teacher", "grpo-opd",
+                     "eval-grpo-opd"]  # the held-out check always runs, the CPU demo's too
     stages = plan_mod.plan(tmp_path, seed=3, n_heldout=8, n_predictions=2, ablation=True)
     # shared stages first, then each RL run followed by its evaluation (stages run one at a time)
-    assert [s.name for s in stages] == ["model", "student", "teacher", "eval-student", "eval-teacher",
-                                        "grpo-opd", "eval-grpo-opd", "grpo-only", "eval-grpo-only"]
-    ablation = stages[7]
+    assert [s.name for s in stages] == ["check-heldout", "model", "student", "teacher", "eval-student",
+                                        "eval-teacher", "grpo-opd", "eval-grpo-opd", "grpo-only", "eval-grpo-only"]
+    ablation = stages[8]
     assert ablation.needs == ("student",)
     assert {s.name: s for s in stages}["grpo-opd"].needs == ("student", "teacher")
     assert ablation.name == "grpo-only" and ablation.command[-4:] == ["--teacher_backend", "none", "--teacher_tau", "0"]
     assert ablation.done_file == tmp_path / "grpo-only" / "run_summary.json"
-    assert all("--seed" in s.command and s.command[s.command.index("--seed") + 1] == "3" for s in stages)
+    assert all("--seed" in s.command and s.command[s.command.index("--seed") + 1] == "3" for s in stages[1:])
 
 
 def test_training_metrics_average_the_first_and_last_window(tmp_path):
@@ -141,7 +142,7 @@ def _experiment_configs(tmp_path, **profile):
     (configs / "sft-teacher-privileged.yaml").write_text(yaml.safe_dump({**teacher, "privileged": "program"}))
     base = {"seeds": [0, 1], "arms": ["grpo-opd", "grpo-only"], "heldout_tasks": 256, "validation_tasks": 64,
             "teachers": {"teacher": "sft-teacher.yaml", "teacher-privileged": "sft-teacher-privileged.yaml"},
-            "opd_teacher": "teacher-privileged", "eval_every": 25, "kl_probe_steps": 2, "heldout_check": True}
+            "opd_teacher": "teacher-privileged", "eval_every": 25, "kl_probe_steps": 2}
     (configs / "profile.yaml").write_text(yaml.safe_dump({**base, **profile}))
     return configs
 
@@ -207,10 +208,14 @@ def test_only_patterns_and_with_needs(tmp_path):
 
     stages = list(_plan(tmp_path, _experiment_configs(tmp_path)).values())
     picked = plan_mod.select_stages(stages, None, "grpo-opd-s1,eval-grpo-opd-s1*", with_needs=True)
-    assert [s.name for s in picked] == ["model", "student", "teacher-privileged", "grpo-opd-s1",
+    # the held-out check comes with any selection until it is done (the SmolLM2 machines' selections skipped it)
+    assert [s.name for s in picked] == ["check-heldout", "model", "student", "teacher-privileged", "grpo-opd-s1",
                                         "eval-grpo-opd-s1-step25", "eval-grpo-opd-s1"]
     (tmp_path / "out" / "student").mkdir(parents=True)
     (tmp_path / "out" / "student" / "model.safetensors").write_text("done")  # a finished need is not rerun
+    picked = plan_mod.select_stages(stages, None, "grpo-only-s*", with_needs=False)
+    assert [s.name for s in picked] == ["check-heldout", "grpo-only-s0", "grpo-only-s1"]
+    (tmp_path / "out" / "heldout_check.json").write_text("{}")  # nor is a finished check
     picked = plan_mod.select_stages(stages, None, "grpo-only-s*", with_needs=True)
     assert [s.name for s in picked] == ["grpo-only-s0", "grpo-only-s1"]
     with pytest.raises(SystemExit, match="grpo-opd-s0 needs teacher-privileged.*--with-needs"):
@@ -303,6 +308,32 @@ def test_heldout_check_compares_task_content_not_ids(tmp_path, capsys):
     other = "synthetic:n=4,seed=2,difficulty=tiny,families=flip"
     assert heldout_check.main(["--heldout", spec, "--against", f"rl={other}", "--out", str(out)]) == 0
     assert json.loads(out.read_text())["overlap"] == {"rl": []}
+
+
+def test_heldout_check_of_an_experiments_configs_checks_the_sets_its_stage_would(tmp_path, capsys):
+    """`--configs DIR`: the held-out set of DIR's profile against its SFT, RL and validation sets, as the
+    check-heldout stage (the SmolLM2 experiment's check was run so, after its machines had skipped it)."""
+    import pytest
+    import yaml
+
+    from arc_experiments.learning import heldout_check
+
+    configs = tmp_path / "configs"
+    configs.mkdir()
+    (configs / "sft-student.yaml").write_text(yaml.safe_dump({"dataset": "synthetic:n=4,seed=0,difficulty=tiny,"
+                                                                         "families=flip"}))
+    (configs / "grpo-opd.yaml").write_text(yaml.safe_dump({"dataset": "synthetic:n=4,seed=2,difficulty=tiny,"
+                                                                      "families=flip"}))
+    (configs / "profile.yaml").write_text(yaml.safe_dump({"teachers": {}, "heldout_tasks": 4, "validation_tasks": 2}))
+    out = tmp_path / "check.json"
+    assert heldout_check.main(["--configs", str(configs), "--out", str(out)]) == 0
+    report = json.loads(out.read_text())
+    assert report["heldout"] == "synthetic:n=4,seed=1,difficulty=tiny,families=flip"
+    assert report["against"]["validation"]["dataset"] == "synthetic:n=2,seed=4,difficulty=tiny,families=flip"
+    assert list(report["overlap"]) == ["sft-student", "rl", "validation"]
+    with pytest.raises(SystemExit):
+        heldout_check.main(["--out", str(out)])
+    assert "--heldout or --configs is required" in capsys.readouterr().err
 
 
 def test_a_failed_stage_still_writes_the_results_of_the_finished_ones(tmp_path, monkeypatch):

@@ -9,6 +9,9 @@ import pytest
 
 from arc_experiments.learning.merge import merge_results
 from arc_experiments.learning.report import REQUIRED_KEYS, ci_block, summary, write_summary
+from arc_experiments.learning.student_t import t_quantile
+
+T1 = t_quantile(0.975, 1)  # 12.71: a seed part from two runs has one degree of freedom
 
 TASKS = [f"syn-flip-1-{i:03d}" for i in range(40)]
 
@@ -64,18 +67,20 @@ def synthetic_results():
 
 
 def test_summary_has_the_issue_keys_as_fractions_and_paired_cis():
-    s = summary(synthetic_results(), n_resamples=500)
+    s = summary(synthetic_results())
     assert set(REQUIRED_KEYS) <= set(s)
     assert (s["heldout_tasks"], s["attempts_per_task"], s["seeds"], s["steps"]) == (40, 4, [0, 1], 40)
     assert (s["student_pass1"], s["grpo_opd_pass1"], s["grpo_only_pass1"], s["teacher_pass1"]) == (0.25, 0.5, 0.375,
                                                                                                    0.75)
     assert s["grpo_opd_minus_student_ci95"] == [0.25, 0.25]  # a constant shift over tasks: the interval is the shift
     # GRPO only gains 0 and 0.25 over the student (seeds 0, 1), the same on every task: over tasks alone the interval
-    # is the point 0.125; resampling the 2 seeds too gives a mean of 0, 0.125 or 0.25 with probabilities 1/4, 1/2,
-    # 1/4, so the 95% interval is [0, 0.25] (the seed-to-seed variance the task-only interval misses)
-    assert s["grpo_opd_minus_grpo_only_ci95"] == [0.0, 0.25]
-    assert s["grpo_opd_minus_grpo_only_task_only_ci95"] == [0.125, 0.125]
-    assert s["grpo_opd_minus_student"] == 0.25 and s["grpo_only_minus_student_ci95"] == [0.0, 0.25]
+    # is the point 0.125; over seeds, the run means 0 and 0.25 have variance 0.03125, so the seed part is 0.03125 / 2
+    # on 1 df: 0.125 +- t(1) * 0.125 (a percentile bootstrap over the two seeds could not leave [0, 0.25])
+    seeds_only = [0.125 - T1 * 0.125, 0.125 + T1 * 0.125]
+    assert s["grpo_opd_minus_grpo_only_ci95"] == pytest.approx(seeds_only)
+    assert s["intervals"]["grpo_opd_minus_grpo_only"]["task_only_ci"] == [0.125, 0.125]
+    assert s["intervals"]["grpo_opd_minus_grpo_only"]["df"] == pytest.approx(1.0)
+    assert s["grpo_opd_minus_student"] == 0.25 and s["grpo_only_minus_student_ci95"] == pytest.approx(seeds_only)
     assert s["device"] == "NVIDIA H100 80GB HBM3" and s["date"] == "2026-12-01"
     assert s["per_seed_pass1"] == {"grpo-opd": {"0": 0.5, "1": 0.5}, "grpo-only": {"0": 0.25, "1": 0.5}}
     teachers = s["teachers"]
@@ -83,13 +88,13 @@ def test_summary_has_the_issue_keys_as_fractions_and_paired_cis():
     assert teachers["teacher-privileged"]["privileged"] == "program" and teachers["teacher"]["teacher_kl"] == 0.02
     assert s["checks"] == {"opd_teacher_ge_2x_student": True, "grpo_opd_gain_ge_5_points": True,
                            "grpo_opd_minus_student_ci_excludes_zero": True,
-                           "grpo_opd_minus_grpo_only_ci_excludes_zero": False,  # [0, 0.25] above
+                           "grpo_opd_minus_grpo_only_ci_excludes_zero": False,  # [-1.46, +1.71] above
                            "heldout_ge_256_tasks_x_4_attempts": False, "seeds_ge_2": True,
                            "heldout_never_trained_on": True}
 
 
 def test_curves_start_at_the_student_and_pool_seeds_per_step():
-    s = summary(synthetic_results(), n_resamples=200)
+    s = summary(synthetic_results())
     opd = s["curves"]["grpo-opd"]
     assert [(p["step"], p["pass1"], p["n_seeds"]) for p in opd] == [(0, 0.25, 1), (20, 0.375, 2), (40, 0.5, 2)]
     assert opd[1]["ci95"] == [0.375, 0.375]
@@ -101,39 +106,42 @@ def test_a_noisy_difference_gets_an_interval_around_its_mean():
     results = synthetic_results()
     for seed in (0, 1):  # the OPD arm solves the first 10 tasks fully, the rest like the student
         results["heldout"][f"grpo-opd-s{seed}"] = _eval(0.25, **{t: 1.0 for t in TASKS[:10]})
-    s = summary(results, n_resamples=2000)
-    lo, hi = s["grpo_opd_minus_student_ci95"]
+    s = summary(results)
+    # by hand: both seeds gain 0.75 on 10 tasks and 0 on 30 (no seed part); the per-task gains' mean is 0.1875 and
+    # their variance (10 * 0.5625^2 + 30 * 0.1875^2) / 39, so the interval is 0.1875 +- t(39) * sqrt(that / 40)
+    half = t_quantile(0.975, 39) * ((10 * 0.5625 ** 2 + 30 * 0.1875 ** 2) / 39 / 40) ** 0.5
     assert s["grpo_opd_minus_student"] == pytest.approx(0.1875)
-    assert 0 < lo < 0.1875 < hi < 0.4
+    assert s["grpo_opd_minus_student_ci95"] == pytest.approx([0.1875 - half, 0.1875 + half])
 
 
 def test_missing_arms_and_teachers_give_none():
     results = synthetic_results()
     for name in [n for n in results["heldout"] if n.startswith("grpo-only")]:
         del results["heldout"][name]
-    s = summary(results, n_resamples=100)
+    s = summary(results)
     assert s["grpo_only_pass1"] is None and s["grpo_opd_minus_grpo_only_ci95"] is None
     assert s["checks"]["grpo_opd_minus_grpo_only_ci_excludes_zero"] is None
     assert s["grpo_opd_pass1"] == 0.5
 
 
 def test_arms_on_other_tasks_are_refused():
-    from arc_trl.eval.bootstrap import TaskMismatchError
+    from arc_experiments.learning.bootstrap import TaskMismatchError
 
     results = synthetic_results()
     results["heldout"]["grpo-opd-s1"]["per_task"].pop(TASKS[3])
     with pytest.raises(TaskMismatchError, match=TASKS[3]):
-        summary(results, n_resamples=100)
+        summary(results)
 
 
 def test_write_summary_and_ci_block(tmp_path):
     path = tmp_path / "docs" / "gpu_learning_summary.json"
-    s = write_summary(synthetic_results(), path, n_resamples=300)
+    s = write_summary(synthetic_results(), path)
     written = json.loads(path.read_text())
     assert written == json.loads(json.dumps(s)) and set(REQUIRED_KEYS) <= set(written)
     assert written["grpo_opd_minus_student_ci95"] == [0.25, 0.25]
     block = ci_block(s)
-    assert "| GRPO + OPD - student | +25.0 | [+25.0, +25.0] |" in block
+    assert "| GRPO + OPD - student | +25.0 | [+25.0, +25.0] | [+25.0, +25.0] | 2 |" in block
+    assert "| GRPO + OPD - GRPO only | +12.5 | [-146.3, +171.3] | [+12.5, +12.5] | 2 / 2 |" in block
     assert "| after GRPO + OPD (seeds: 0: 50.0%, 1: 50.0%) | 50.0% | [50.0%, 50.0%] |" in block
     assert "| after GRPO only (seeds: 0: 25.0%, 1: 50.0%) | 37.5% |" in block
     assert "| teacher-privileged | privileged (program) | 100.0% [100.0%, 100.0%] | 4.00 | 0.400 (2-step probe" in block
@@ -164,18 +172,19 @@ def test_merge_joins_machines_and_notes_conflicts():
         "heldout grpo-opd-s0: two different evaluations; the first part's is kept"]
     assert merged["runs"] == {name: {**run, "student": "student@2" if "-s1" in name else "student"}
                               for name, run in full["runs"].items()}  # seed 1's evaluations come from b, its student
-    pooled = summary(merged, n_resamples=100)
+    pooled = summary(merged)
     assert pooled["per_seed_pass1"]["grpo-only"] == {"0": 0.25, "1": 0.5}
     assert pooled["student_pass1"] == pytest.approx((0.25 + 0.5) / 2) and pooled["student_evals"] == ["student",
                                                                                                       "student@2"]
     assert pooled["grpo_opd_minus_student"] == pytest.approx(pooled["grpo_opd_pass1"] - 0.375)
+    # step 0 pools the two student builds (0.25 and 0.5 everywhere): a seed part of 0.03125 / 2 on 1 df
     assert pooled["curves"]["grpo-opd"][0] == {"step": 0, "pass1": pytest.approx(0.375), "ci95": pytest.approx(
-        [0.375, 0.375]), "n_seeds": 2}
+        [0.375 - T1 * 0.125, 0.375 + T1 * 0.125]), "n_seeds": 2}
     assert merged["stage_seconds"] == {"model": 15.0, "student": 185.0, "grpo-opd-s0": 410.0, "grpo-opd-s1": 405.0}
     assert merged["repeated_stages"] == ["model", "student"] and merged["total_seconds"] == 15 + 185 + 410 + 14 + 190 + 405
     assert merged["devices"] == ["NVIDIA H100 80GB HBM3", "NVIDIA H200"] and merged["date"] == "2026-12-02"
     assert merged["load_max"] == 3.0
-    assert summary(merged, n_resamples=100)["device"] == "NVIDIA H100 80GB HBM3 + NVIDIA H200"
+    assert summary(merged)["device"] == "NVIDIA H100 80GB HBM3 + NVIDIA H200"
     # an RL machine listed first: its OPD-run estimate of teacher_kl gives way to the shared machine's probe, and the
     # held-out check it did not run comes from the part that did
     rl_part = {**b, "heldout_check": None, "teachers": {"teacher": {**full["teachers"]["teacher"], "teacher_kl": 0.03,
@@ -203,7 +212,7 @@ def test_demo_report_writes_summary_docs_block_and_plots(tmp_path, monkeypatch):
     assert "| held-out metric | student (SFT warm start, before RL) | after GRPO + OPD, seed 0 | after GRPO + OPD, " \
            "seed 1 | after GRPO only (ablation), seed 0 | after GRPO only (ablation), seed 1 | teacher (longer SFT) | " \
            "teacher-privileged (privileged prompt: program) |" in block
-    assert "| GRPO + OPD - GRPO only | +12.5 | [+0.0, +25.0] |" in block  # seeds resampled too
+    assert "| GRPO + OPD - GRPO only | +12.5 | [-146.3, +171.3] | [+12.5, +12.5] | 2 / 2 |" in block
     assert "teacher_kl at the first / last step: grpo-opd-s0 0.049 / 0.010, grpo-opd-s1 0.059 / 0.020." in block
     for name in ("heldout_pass1", "reward", "teacher_kl"):
         assert (tmp_path / "img" / f"learning_gpu_{name}.png").stat().st_size > 1000
@@ -223,31 +232,23 @@ def test_runs_are_compared_with_the_student_they_started_from_when_the_machines_
     merged = merge_results([a, b])
     assert {n: r.get("student") for n, r in merged["runs"].items() if r["final"]} == {
         "grpo-opd-s0": "student", "grpo-opd-s1": "student@2", "grpo-only-s1": "student@2"}
-    s = summary(merged, n_resamples=200)
+    s = summary(merged)
     assert s["grpo_opd_minus_student"] == pytest.approx(0.25) and s["grpo_opd_minus_student_ci95"] == [0.25, 0.25]
     assert s["grpo_only_minus_student"] == pytest.approx(0.0)
     assert s["grpo_opd_minus_grpo_only"] == pytest.approx(0.25)
     assert s["grpo_opd_minus_grpo_only_ci95"] == pytest.approx([0.25, 0.25])
     assert s["checks"]["seeds_ge_2"] is False  # GRPO only has one evaluated seed (before: True, two seeds ran)
-
-
-def test_gain_bootstrap_is_the_paired_bootstrap_when_every_run_started_from_one_student():
-    from arc_trl.eval.bootstrap import gain_bootstrap, paired_bootstrap
-
-    student = {t: (i % 4) / 4 for i, t in enumerate(TASKS)}
-    a = [{t: (i % 3) / 2 for i, t in enumerate(TASKS)}, {t: (i % 5) / 4 for i, t in enumerate(TASKS)}]
-    b = [{t: (i % 2) / 1 for i, t in enumerate(TASKS)}]
-    for gained, paired in ((gain_bootstrap(a, [student] * 2, n_resamples=500), paired_bootstrap(a, student, 500)),
-                           (gain_bootstrap(a, [student] * 2, b, [student], n_resamples=500),
-                            paired_bootstrap(a, b, 500))):
-        assert gained["mean_diff"] == pytest.approx(paired["mean_diff"])
-        assert gained["ci"] == pytest.approx(paired["ci"])
-    with pytest.raises(ValueError, match="every run needs the student"):
-        gain_bootstrap(a, [student])
+    # its seed part is borrowed from GRPO + OPD's two runs: the interval is no claim about GRPO alone's seeds
+    assert s["intervals"]["grpo_opd_minus_grpo_only"]["seed_part"] == {"grpo-opd": "pooled (1 df)",
+                                                                       "grpo-only": "pooled (1 df)"}
+    assert s["checks"]["grpo_opd_minus_grpo_only_ci_excludes_zero"] is None
+    assert s["checks"]["grpo_opd_minus_student_ci_excludes_zero"] is True
 
 
 def test_compare_arms_pools_a_control_over_experiments_each_run_against_its_student(tmp_path, capsys):
-    """python -m arc_experiments.learning.compare_arms: OPD from one file (gains 0.25), GRPO only from two (gains 0 and 0.5, mean 0.25)."""
+    """python -m arc_experiments.learning.compare_arms: OPD from one file (gains 0.25), GRPO only from two (gains 0 and 0.5, mean 0.25).
+    By hand: GRPO only's run gains vary (variance 0.125 on 1 df), the same on every task (no task part); GRPO + OPD
+    has one run and borrows it: arm - student is 0.25 +- t(1) * sqrt(0.125)."""
     from arc_experiments.learning import compare_arms
     full = synthetic_results()
     paths = []
@@ -257,11 +258,12 @@ def test_compare_arms_pools_a_control_over_experiments_each_run_against_its_stud
         part["runs"] = {n: {**r, "final": n if n.endswith("-s0") else None} for n, r in full["runs"].items()}
         paths.append(tmp_path / f"results-{i}.json")
         paths[-1].write_text(json.dumps(part))
-    assert compare_arms.main(["--arm", "grpo-opd", str(paths[0]), "--control", "grpo-only", *map(str, paths),
-                              "--n-resamples", "200"]) == 0
+    assert compare_arms.main(["--arm", "grpo-opd", str(paths[0]), "--control", "grpo-only", *map(str, paths)]) == 0
     out = capsys.readouterr().out
     assert "grpo-only-s0 of " + str(paths[1]) + ": gain over its student +50.00 points" in out
-    assert "arm - student: +25.00 points, 95% CI [+25.00, +25.00]" in out
+    half = 100 * T1 * 0.125 ** 0.5
+    assert (f"arm - student: +25.00 points, 95% CI [{25 - half:+.2f}, {25 + half:+.2f}] (tasks alone [+25.00, "
+            "+25.00]; 40 tasks; seed part: arm pooled (1 df))") in out
     assert "control - student: +25.00 points" in out and "arm - control: +0.00 points" in out
 
 
@@ -283,8 +285,7 @@ def test_compare_arms_counts_a_run_once_across_overlapping_files_and_a_merged_fi
     merged = tmp_path / "results.json"
     merged.write_text(json.dumps(merge_results(parts)))
     listed = [str(paths[0]), str(paths[1]), str(paths[0]), str(merged)]
-    assert compare_arms.main(["--arm", "grpo-opd", *listed, "--control", "grpo-only", *listed,
-                              "--n-resamples", "200"]) == 0
+    assert compare_arms.main(["--arm", "grpo-opd", *listed, "--control", "grpo-only", *listed]) == 0
     out = capsys.readouterr().out
     assert out.count("gain over its student") == 4 and "counted once" in out  # 2 runs per arm
     assert "control - student: +25.00 points" in out and "arm - student: +25.00 points" in out

@@ -1,4 +1,4 @@
-"""Per-task pass@1 of an evaluation folder (`evaluate.py generate` / `score`): the input of the bootstrap CIs.
+"""Per-task pass@1 of an evaluation folder (`evaluate.py generate` / `score`): the input of the intervals.
 
 A task's pass@1 is the fraction of its scored attempts that passed (every test output correct), read from the
 folder's `per_attempt.jsonl` (one line per attempt, `passed` true/false; null when the solutions are unknown: left

@@ -1,4 +1,5 @@
-"""Bootstrap CIs over held-out tasks (arc_trl/eval/bootstrap.py) and the per-task pass@1 reader (per_task.py)."""
+"""Bootstrap CIs over tasks of one run (arc_experiments/learning/bootstrap.py) and the per-task pass@1 reader
+(per_task.py)."""
 
 from __future__ import annotations
 
@@ -6,8 +7,8 @@ import json
 
 import pytest
 
-from arc_trl.eval.bootstrap import TaskMismatchError, bootstrap_ci, paired_bootstrap, pool_seeds
-from arc_trl.eval.per_task import per_task_pass1
+from arc_experiments.learning.bootstrap import TaskMismatchError, bootstrap_ci, paired_bootstrap, pool_seeds
+from arc_experiments.learning.per_task import per_task_pass1
 
 
 def _arm(values):
@@ -94,45 +95,3 @@ def test_per_task_pass1_reads_per_attempt(tmp_path):
     _per_attempt(tmp_path / "short", rows[:7])
     with pytest.raises(ValueError, match=r"1 task\(s\) without 4 scored attempts: a \(3\)"):
         per_task_pass1(tmp_path / "short", expected_attempts=4)
-
-
-def _runs(gains_per_run, tasks=("t0", "t1", "t2", "t3")):
-    """Runs whose pass@1 is 0.2 + gain on every task, and their starts (0.2 everywhere)."""
-    return ([{t: 0.2 + g for t in tasks} for g in gains_per_run], [{t: 0.2 for t in tasks} for _ in gains_per_run])
-
-
-def test_seed_task_bootstrap_covers_seed_to_seed_variance_that_the_task_bootstrap_misses():
-    """Three seeds gain 0.1, 0.3 and 0.5 on every task: across tasks nothing varies (the task-only interval is the
-    point 0.3), across seeds everything does. A resample of 3 seeds averages to 0.1 with probability 1/27 (3.7%,
-    above the 2.5% tail) and to 0.5 likewise, so the 95% interval is exactly [0.1, 0.5]."""
-    from arc_trl.eval.bootstrap import gain_bootstrap, seed_task_bootstrap
-
-    runs, starts = _runs([0.1, 0.3, 0.5])
-    task_only = gain_bootstrap(runs, starts)
-    assert task_only["mean_diff"] == pytest.approx(0.3) and task_only["ci"] == pytest.approx([0.3, 0.3])
-    both = seed_task_bootstrap(runs, starts)
-    assert both["mean_diff"] == pytest.approx(0.3) and both["ci"] == pytest.approx([0.1, 0.5])
-    assert both["n_seeds"] == [3, 0] and both["resampled"] == "tasks and seeds"
-    assert seed_task_bootstrap(runs, starts) == both  # deterministic
-
-
-def test_seed_task_bootstrap_pairs_arms_and_resamples_each_arms_seeds():
-    """Arm gains {0.4, 0.4, 0.4} against base gains {0.0, 0.2, 0.4}: the difference is 0.2 in mean, and the base
-    arm's seed resampling alone spans [0.4 - 0.4, 0.4 - 0.0] = [0.0, 0.4] at its extremes (each 1/27)."""
-    from arc_trl.eval.bootstrap import seed_task_bootstrap
-
-    runs, starts = _runs([0.4, 0.4, 0.4])
-    base_runs, base_starts = _runs([0.0, 0.2, 0.4])
-    out = seed_task_bootstrap(runs, starts, base_runs, base_starts)
-    assert out["mean_diff"] == pytest.approx(0.2) and out["ci"] == pytest.approx([0.0, 0.4])
-    assert out["n_seeds"] == [3, 3]
-
-
-def test_seed_task_bootstrap_with_constant_gains_is_exact_and_checks_its_inputs():
-    from arc_trl.eval.bootstrap import seed_task_bootstrap
-
-    runs, starts = _runs([0.25, 0.25])
-    out = seed_task_bootstrap(runs, starts)
-    assert out["ci"][0] == out["ci"][1] == out["mean_diff"] == pytest.approx(0.25, abs=1e-12)
-    with pytest.raises(ValueError, match="every run needs the student it started from"):
-        seed_task_bootstrap(runs, starts[:1])
