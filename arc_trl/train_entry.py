@@ -231,8 +231,14 @@ def summarise(trainer, started: float) -> dict:
         "rollouts": rollouts if os.path.isdir(rollouts) else None,
         "collapse_rollbacks": getattr(trainer, "collapse_rollbacks", 0),
         "last_log": history[-1] if history else None,
+        "per_step": [  # each logged step's time budget, memory and sampler/trainer gap (layouts compare these)
+            {k: v for k, v in h.items() if k == "step" or k.startswith(PER_STEP_PREFIXES)} for h in history
+        ],
     }
     return summary
+
+
+PER_STEP_PREFIXES = ("time/", "memory/", "sampling/sampling_logp_difference")
 
 
 def format_outcome(summary: dict) -> str:

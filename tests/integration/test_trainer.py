@@ -253,3 +253,5 @@ def test_benchmark_full_turns_makes_a_random_model_use_every_turn_to_its_cap(tin
     assert log["episode/turns"] == 3.0 and log["episode/truncated_rate"] == 0.0
     assert log["episode/code_found_rate"] == 0.0  # still no code: only the lengths are forced
     assert log["tokens/generated"] == 4 * 3 * 24  # 4 episodes x 3 turns x the per-turn cap
+    [step] = summary["per_step"]  # the step's time budget, kept per step in run_summary.json
+    assert step["step"] == 1 and step["time/step"] == log["time/step"] and "time/generate" in step
