@@ -20,6 +20,8 @@ TRL or vLLM upgrade is checked in this file (and its two module-level patches, b
 - `stream_client`: this process's own `VLLMClient` for per-episode requests, kept on the trainer
   (`_arc_stream_client`);
 - `engine_prompt`: vLLM's `LLM._preprocess_cmpl_one`, how `LLM.generate` renders a token prompt;
+- `seed_colocated_sampling`: the process-wide RNGs that vLLM's worker start seeds with TRL's engine seed, and that an
+  in-process engine samples from;
 - `reset_generation_state`, `save_checkpoint_now`, `scale_scheduler_lr`: the collapse guard's in-place rollback
   (`GRPOTrainer._last_loaded_step`, `_buffered_inputs`, `_step`; `Trainer._save_checkpoint`; torch's
   `LRScheduler._last_lr`).
@@ -233,6 +235,28 @@ def engine_prompt(llm, token_ids: list[int]) -> Any:
     prompt = {"prompt_token_ids": token_ids}
     render = getattr(llm, "_preprocess_cmpl_one", None)
     return render(prompt) if render is not None else prompt
+
+
+def seed_colocated_sampling(trainer, seed: int) -> None:
+    """Make a colocated engine's sampling follow the training seed `seed`; called once the trainer is built.
+
+    TRL builds the colocated `vllm.LLM` with `seed=process_index // tensor_parallel_size` whatever the training seed,
+    and vLLM's worker start (`set_random_seed`, at device init and again after the warm-up) seeds the process's RNGs
+    (`random`, numpy, torch and the accelerator's) with it, over the training seed TRL had just set. In-process vLLM
+    samples the requests that carry no seed of their own (all of TRL's and ours) from those RNGs: v1's sampler draws
+    its noise from torch's default generator, the v2 model runner each request's seed from numpy's. So every
+    training seed sampled the same first batch, seeds differing only through data order. The RNGs are seeded again
+    here from (seed, tensor-parallel group): different for different seeds and groups, equal across the ranks of a
+    group, which must sample alike (each computes the group's outputs and keeps its slice). A no-op without vLLM and
+    in server mode (the server samples with its own `--seed`)."""
+    vg = getattr(trainer, "vllm_generation", None) if getattr(trainer, "use_vllm", False) else None
+    if vg is None or getattr(vg, "mode", None) != "colocate":
+        return
+    import numpy as np
+    from transformers import set_seed
+
+    group = trainer.accelerator.process_index // vg.tensor_parallel_size
+    set_seed(int(np.random.SeedSequence([seed, group]).generate_state(1)[0]))
 
 
 # --------------------------------------------------------------------------------------------- collapse rollback
