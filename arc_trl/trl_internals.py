@@ -22,6 +22,8 @@ TRL or vLLM upgrade is checked in this file (and its two module-level patches, b
 - `stream_clients`: this process's own `VLLMClient`s for per-request generation, one pinned to each data-parallel
   engine of the server, kept on the trainer (`_arc_stream_clients`);
 - `engine_prompt`: vLLM's `LLM._preprocess_cmpl_one`, how `LLM.generate` renders a token prompt;
+- `seed_colocated_sampling`: the process-wide RNGs that vLLM's worker start seeds with TRL's engine seed, and that an
+  in-process engine samples from;
 - `reset_generation_state`, `save_checkpoint_now`, `scale_scheduler_lr`: the collapse guard's in-place rollback
   (`GRPOTrainer._last_loaded_step`, `_buffered_inputs`, `_step`; `Trainer._save_checkpoint`; torch's
   `LRScheduler._last_lr`).
@@ -146,21 +148,37 @@ def sync_weights_once_per_step(trainer) -> None:
         trainer._last_loaded_step = trainer.state.global_step
 
 
+def _sleep_engine(vg) -> None:
+    """Level-2 sleep (weights and KV cache discarded), recorded first: should the sleep fail half-way, the next
+    generation re-pushes the weights (TRL's `generate` does when `_llm_weights_sleeping`)."""
+    vg._llm_weights_sleeping = True
+    vg.llm.sleep(level=2)
+
+
+def _sleep_after_failure(vg, error: BaseException) -> None:
+    """Put the engine back to sleep after a failed weight push or wake (vLLM's allocator sleeps what was mapped and
+    skips what was not), so it holds no memory through the optimizer step; `error` stays the one raised."""
+    try:
+        _sleep_engine(vg)
+    except Exception as sleep_error:  # noqa: BLE001  the original failure is the one to report
+        error.add_note(f"putting the vLLM engine back to sleep failed too: {sleep_error!r}")
+
+
 def wake_for_stream(vllm_generation) -> Callable[[], None] | None:
     """The sleep-mode handling of `VLLMGeneration.generate` for a colocated engine driven step by step: re-push
-    discarded weights and wake the KV cache now; returns what puts the engine back to sleep (None: no sleep mode)."""
+    discarded weights and wake the KV cache now; returns what puts the engine back to sleep (None: no sleep mode).
+    A push or wake that fails (out of memory for the KV cache, say) leaves the engine asleep, then raises."""
     vg = vllm_generation
     if not vg.enable_sleep_mode:
         return None
-    if vg._llm_weights_sleeping:
-        vg.sync_weights()
-    vg.llm.wake_up(tags=["kv_cache"])
-
-    def sleep() -> None:
-        vg.llm.sleep(level=2)
-        vg._llm_weights_sleeping = True
-
-    return sleep
+    try:
+        if vg._llm_weights_sleeping:
+            vg.sync_weights()
+        vg.llm.wake_up(tags=["kv_cache"])
+    except BaseException as error:
+        _sleep_after_failure(vg, error)
+        raise
+    return lambda: _sleep_engine(vg)
 
 
 @contextmanager
@@ -173,12 +191,17 @@ def engine_awake(trainer):
     t+1, which extends turn t's tokens, finds them in vLLM's prefix cache. The same sampler, weights and settings: only
     the work changes. The weights of this step are pushed first unless they are there (TRL's rollout_func path has
     pushed them; an evaluation callback's has not). A no-op without vLLM, in server mode, or without sleep mode.
+    Whatever fails (the push, the wake, the block), the engine ends asleep with TRL's sleep-mode state restored.
     Collective, like the rollout: every process enters it."""
     vg = getattr(trainer, "vllm_generation", None) if getattr(trainer, "use_vllm", False) else None
     if vg is None or getattr(vg, "mode", None) != "colocate" or not getattr(vg, "enable_sleep_mode", False):
         yield
         return
-    sync_weights_once_per_step(trainer)
+    try:
+        sync_weights_once_per_step(trainer)
+    except BaseException as error:
+        _sleep_after_failure(vg, error)
+        raise
     sleep_again = wake_for_stream(vg)  # the weights again if they slept since (a second rollout in one step)
     vg.enable_sleep_mode = False  # VLLMGeneration.generate: no wake before, no sleep after, each call
     try:
@@ -266,6 +289,28 @@ def engine_prompt(llm, token_ids: list[int]) -> Any:
     prompt = {"prompt_token_ids": token_ids}
     render = getattr(llm, "_preprocess_cmpl_one", None)
     return render(prompt) if render is not None else prompt
+
+
+def seed_colocated_sampling(trainer, seed: int) -> None:
+    """Make a colocated engine's sampling follow the training seed `seed`; called once the trainer is built.
+
+    TRL builds the colocated `vllm.LLM` with `seed=process_index // tensor_parallel_size` whatever the training seed,
+    and vLLM's worker start (`set_random_seed`, at device init and again after the warm-up) seeds the process's RNGs
+    (`random`, numpy, torch and the accelerator's) with it, over the training seed TRL had just set. In-process vLLM
+    samples the requests that carry no seed of their own (all of TRL's and ours) from those RNGs: v1's sampler draws
+    its noise from torch's default generator, the v2 model runner each request's seed from numpy's. So every
+    training seed sampled the same first batch, seeds differing only through data order. The RNGs are seeded again
+    here from (seed, tensor-parallel group): different for different seeds and groups, equal across the ranks of a
+    group, which must sample alike (each computes the group's outputs and keeps its slice). A no-op without vLLM and
+    in server mode (the server samples with its own `--seed`)."""
+    vg = getattr(trainer, "vllm_generation", None) if getattr(trainer, "use_vllm", False) else None
+    if vg is None or getattr(vg, "mode", None) != "colocate":
+        return
+    import numpy as np
+    from transformers import set_seed
+
+    group = trainer.accelerator.process_index // vg.tensor_parallel_size
+    set_seed(int(np.random.SeedSequence([seed, group]).generate_state(1)[0]))
 
 
 # --------------------------------------------------------------------------------------------- collapse rollback

@@ -15,6 +15,8 @@ def write_tiny_llama_gguf(
     eos="<|im_end|>",
     q8_tensor=True,
     odd_type=None,
+    tied=False,
+    q4_1=False,
     seed=0,
     hidden=64,
     layers=2,
@@ -22,7 +24,9 @@ def write_tiny_llama_gguf(
     kv_heads=2,
     ffn=128,
 ):
-    """`odd_type`: a gguf.GGMLQuantizationType to store one norm weight in (zero bytes), to test refusals."""
+    """`odd_type`: a gguf.GGMLQuantizationType to store one norm weight in (zero bytes), to test refusals. `tied`: no
+    `output.weight` (the LM head is the embedding); `q4_1`: the block matrices in Q4_1 and the embedding in Q8_0 (the
+    two, as in SmolLM2-135M-Instruct's file)."""
     rng = np.random.default_rng(seed)
     vocab = tokenizer.backend_tokenizer.get_vocab()  # token -> id
     tokens = [t for t, _ in sorted(vocab.items(), key=lambda kv: kv[1])]
@@ -54,16 +58,14 @@ def write_tiny_llama_gguf(
 
     def t(name, shape, quant=False):
         data = (rng.standard_normal(shape) * 0.05).astype(np.float32)
-        if quant:
-            w.add_tensor(
-                name,
-                gguf.quants.quantize(data, gguf.GGMLQuantizationType.Q8_0),
-                raw_dtype=gguf.GGMLQuantizationType.Q8_0,
-            )
+        kind = gguf.GGMLQuantizationType.Q8_0 if quant is True else quant
+        if kind:
+            w.add_tensor(name, gguf.quants.quantize(data, kind), raw_dtype=kind)
         else:
             w.add_tensor(name, data)
 
-    t("token_embd.weight", (n, hidden))
+    matrices = gguf.GGMLQuantizationType.Q4_1 if q4_1 else False
+    t("token_embd.weight", (n, hidden), quant=q4_1)
     for i in range(layers):
         if odd_type is not None and i == 0:
             block, size = gguf.GGML_QUANT_SIZES[odd_type]  # the bytes of `hidden` values (raw: byte shape)
@@ -71,15 +73,16 @@ def write_tiny_llama_gguf(
         else:
             t(f"blk.{i}.attn_norm.weight", (hidden,))
         t(f"blk.{i}.ffn_norm.weight", (hidden,))
-        t(f"blk.{i}.attn_q.weight", (heads * hd, hidden))
-        t(f"blk.{i}.attn_k.weight", (kv_heads * hd, hidden))
-        t(f"blk.{i}.attn_v.weight", (kv_heads * hd, hidden), quant=q8_tensor and i == 0)
-        t(f"blk.{i}.attn_output.weight", (hidden, heads * hd))
-        t(f"blk.{i}.ffn_gate.weight", (ffn, hidden))
-        t(f"blk.{i}.ffn_up.weight", (ffn, hidden))
-        t(f"blk.{i}.ffn_down.weight", (hidden, ffn))
+        t(f"blk.{i}.attn_q.weight", (heads * hd, hidden), quant=matrices)
+        t(f"blk.{i}.attn_k.weight", (kv_heads * hd, hidden), quant=matrices)
+        t(f"blk.{i}.attn_v.weight", (kv_heads * hd, hidden), quant=(q8_tensor and i == 0) or matrices)
+        t(f"blk.{i}.attn_output.weight", (hidden, heads * hd), quant=matrices)
+        t(f"blk.{i}.ffn_gate.weight", (ffn, hidden), quant=matrices)
+        t(f"blk.{i}.ffn_up.weight", (ffn, hidden), quant=matrices)
+        t(f"blk.{i}.ffn_down.weight", (hidden, ffn), quant=matrices)
     t("output_norm.weight", (hidden,))
-    t("output.weight", (n, hidden))
+    if not tied:
+        t("output.weight", (n, hidden))
     w.write_header_to_file()
     w.write_kv_data_to_file()
     w.write_tensors_to_file()

@@ -70,16 +70,22 @@ class ForkServer:
                                f"command: {sys.executable} -I {ZYGOTE_SCRIPT}") from None
 
     def _stop(self) -> None:
+        """Close the socket and reap the zygote; never raises. Both are forgotten whatever happens: a zygote that
+        outlives SIGKILL (stuck in the kernel) is left to exit on its own (its socket closed, its sessions die with it;
+        subprocess reaps it later), and the next request starts a new one."""
         if self._sock is not None:
             self._sock.close()  # the zygote sees EOF, kills every session and exits
             self._sock = None
-        if self._proc is not None:
+        proc, self._proc = self._proc, None
+        if proc is not None:
             try:
-                self._proc.wait(timeout=5)
+                proc.wait(timeout=5)
             except subprocess.TimeoutExpired:
-                self._proc.kill()
-                self._proc.wait(timeout=5)
-            self._proc = None
+                proc.kill()
+                try:
+                    proc.wait(timeout=5)
+                except subprocess.TimeoutExpired:
+                    pass
 
     def close(self) -> None:
         with self._lock:
@@ -94,7 +100,8 @@ class ForkServer:
     # --- requests
 
     def _exchange(self, request: dict[str, Any], fd: int | None, timeout: float) -> dict[str, Any]:
-        assert self._sock is not None
+        if self._sock is None:
+            raise SandboxError("the sandbox zygote is not running")
         data = json.dumps(request).encode()
         try:
             self._sock.settimeout(timeout)
@@ -120,7 +127,7 @@ class ForkServer:
         with self._lock:
             if self._closed:
                 raise SandboxError("the sandbox is closed")
-            if self._proc is None or self._proc.poll() is not None:
+            if self._proc is None or self._sock is None or self._proc.poll() is not None:
                 self._stop()
                 self._start()
             try:
@@ -148,7 +155,7 @@ class ForkServer:
         """SIGKILL a session process and reap it; returns {"exit_code", "signal"} (None values when unknown)."""
         gone = {"exit_code": None, "signal": None}
         with self._lock:  # the check and the exchange under one hold: a kill never starts a zygote (nor a new one
-            alive = self._proc is not None and self._proc.poll() is None  # after close: `request` would)
+            alive = self._sock is not None and self._proc is not None and self._proc.poll() is None  # after close)
             if self._closed or not alive or generation != self.generation:
                 return gone  # its zygote is gone, and with it the session
             try:

@@ -32,10 +32,16 @@ def _shutdown(forkserver: ForkServer, sessions: weakref.WeakSet, executors: list
         except Exception:  # noqa: BLE001, S110  best effort at exit
             pass
     # pending work is cancelled; running work (a kill, a start) is waited for, unless this runs on one of the threads
-    forkserver.close()  # first: a start or kill still running then finds the zygote closed and returns at once
-    own = threading.current_thread().name.startswith("sandbox-")
-    for executor in executors:
-        executor.shutdown(wait=not own, cancel_futures=True)
+    try:
+        forkserver.close()  # first: a start or kill still running then finds the zygote closed and returns at once
+    finally:  # the threads go even if the zygote could not be stopped
+        own = threading.current_thread().name.startswith("sandbox-")
+        for executor in executors:
+            executor.shutdown(wait=not own, cancel_futures=True)
+
+
+class PoolClosedError(RuntimeError):
+    """The SandboxPool is closed."""
 
 
 class SandboxPool:
@@ -67,7 +73,7 @@ class SandboxPool:
     def new_session(self, task: ArcTask) -> Session:
         """A fresh interpreter for `task` (only its train pairs and test inputs reach the child)."""
         if self.closed:
-            raise RuntimeError("the SandboxPool is closed")
+            raise PoolClosedError("the SandboxPool is closed")
         session = Session(self, task)
         self._sessions.add(session)
         return session
@@ -77,7 +83,7 @@ class SandboxPool:
         so a caller can generate meanwhile. A session's first run waits for its start; a start that fails is retried
         by that run and reported in its result (as after a crash), not raised here."""
         if self.closed:
-            raise RuntimeError("the SandboxPool is closed")
+            raise PoolClosedError("the SandboxPool is closed")
         sessions = [Session(self, task, start=False) for task in tasks]
         self._sessions.update(sessions)
         starter = self._executor("_start_pool", "sandbox-start")
@@ -88,13 +94,12 @@ class SandboxPool:
     def close_sessions(self, sessions: list[Session]) -> None:
         """Close `sessions` now and kill their processes in the background (each kill is a round trip to the zygote,
         ~1 ms, off the caller's critical path)."""
-        if self.closed:  # the pool's shutdown killed their processes already; close them in place, no new threads
-            for session in sessions:
-                session.close()
-            return
-        closer = self._executor("_close_pool", "sandbox-close")
+        try:  # `closed` is read under the executors' lock: a pool closed by another thread meanwhile is seen here
+            closer = self._executor("_close_pool", "sandbox-close")
+        except PoolClosedError:  # the pool's shutdown killed their processes already; close them in place
+            closer = None
         for session in sessions:
-            session.close(closer)
+            session.close(closer)  # a closer shut down meanwhile: the session kills its process in place
 
     def map_turns(self, items: list[tuple[Session, str]]) -> list[TurnResult]:
         """`session.run_turn(text)` for each (session, text), up to `num_workers` at a time; results in input order.
@@ -128,7 +133,7 @@ class SandboxPool:
         """The pool's `num_workers` threads kept in `attribute`, created on first use (shut down by `close`)."""
         with self._executor_lock:
             if self.closed:
-                raise RuntimeError("the SandboxPool is closed")
+                raise PoolClosedError("the SandboxPool is closed")
             executor = getattr(self, attribute)
             if executor is None:
                 executor = ThreadPoolExecutor(self.num_workers, thread_name_prefix=thread_name)
@@ -146,7 +151,8 @@ class SandboxPool:
 
     def close(self) -> None:
         """Kill every session and the zygote. Idempotent."""
-        self.closed = True
+        with self._executor_lock:  # no executor is created after this, so none escapes the shutdown
+            self.closed = True
         self._finalizer()
 
     def __enter__(self) -> Self:

