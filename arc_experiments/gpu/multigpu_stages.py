@@ -18,7 +18,7 @@ import time
 from pathlib import Path
 
 from arc_experiments.gpu.measure_stages import PY, shape_8b
-from arc_experiments.gpu.runner import Context, failed, run, start
+from arc_experiments.gpu.runner import Context, failed, header, run, start
 
 LAYOUTS = {  # name -> (config, GPUs); the configs share the one-GPU recipe's workload (tests/unit/launch)
     "1gpu-colocate": ("configs/qwen3-8b-1gpu-colocate.yaml", 1),
@@ -33,6 +33,11 @@ PHASES = (  # (layouts and their GPUs, extra work) run together
     ("C", {"4gpu-seeds": "0,1,2,3"}),
     ("D", {"2gpu-server": "0,1"}),
 )
+
+
+def _gpu_ids() -> list[str]:
+    query = ["nvidia-smi", "--query-gpu=index", "--format=csv,noheader"]
+    return subprocess.run(query, capture_output=True, text=True).stdout.split()
 
 
 def shape_06b(ctx: Context) -> tuple[int, str]:
@@ -136,6 +141,11 @@ def multigpu(ctx: Context) -> int:
     """The 8B recipe's layouts on 1, 2 and 4 GPUs (phases A-D), the engine check and the failure drills"""
     from arc_experiments.gpu.stages import collect
 
+    if not ctx.dry_run:  # what the figures were measured on
+        (ctx.out / "multigpu").mkdir(parents=True, exist_ok=True)
+        topology = subprocess.run(["nvidia-smi", "topo", "-m"], capture_output=True, text=True).stdout
+        machine = {"versions_and_gpu": header(), "gpu_count": len(_gpu_ids()), "topology": topology.splitlines()}
+        (ctx.out / "multigpu" / "machine.json").write_text(json.dumps(machine, indent=1))
     code, model = shape_8b(ctx)
     code_small, small = shape_06b(ctx)
     steps = ctx.steps or 3

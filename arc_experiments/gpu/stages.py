@@ -10,6 +10,7 @@ from pathlib import Path
 from arc_experiments.gpu import collapse_stages as collapse
 from arc_experiments.gpu import learning_stages as learning
 from arc_experiments.gpu import measure_stages as measure
+from arc_experiments.gpu import multigpu_stages as multigpu
 from arc_experiments.gpu import profile_stages as profile
 from arc_experiments.gpu.runner import Context
 
@@ -38,6 +39,8 @@ STAGES: dict[str, Stage] = {
     "speed-subject": profile.speed_subject,
     "speed8b": profile.speed_8b,
     "profile": profile.profile,
+    "multigpu": multigpu.multigpu,
+    "drills": multigpu.drills,
 }
 
 
@@ -76,6 +79,9 @@ def _kept(experiment: str) -> tuple[str, ...]:
                 "arc-agi-1/*/run_summary.json",
             )
         ),
+        "runs/*/server_logs/*.log",
+        "logs/gpu_peaks_*.csv",
+        "drills/*.log",
         "runs/*/trainer_state.json",
         "runs/*/run_summary.json",
         "runs/*/*.jsonl",

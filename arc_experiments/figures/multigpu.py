@@ -1,0 +1,77 @@
+"""results/gpu_multigpu_summary.json from the files `python -m arc_experiments.gpu multigpu` brought back, committed
+under results/gpu_multigpu/: each layout's record (layout_NAME.json: its run summary's per-step time budget, the
+per-GPU peak memory nvidia-smi saw, the command), the drills (drills.json), the per-engine weight check
+(engine_check.json), the base drift of 100 LoRA syncs (lora_drift.json, benchmarks/lora_drift_bench.py, CPU)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+FOLDER = "results/gpu_multigpu"
+BASELINE = "1gpu-colocate"
+MIB_PER_GIB = 1024
+
+
+def _mean(values: list[float]) -> float | None:
+    return round(sum(values) / len(values), 3) if values else None
+
+
+def measured_steps(record: dict[str, Any]) -> list[dict[str, Any]]:
+    """The logged steps after the first (the first carries one-time compilation and warm-up)."""
+    steps = (record.get("run_summary") or {}).get("per_step") or []
+    return [step for step in steps if step.get("step", 0) >= 2]
+
+
+def layout_row(record: dict[str, Any], baseline_step_s: float | None) -> dict[str, Any]:
+    steps = measured_steps(record)
+
+    def part(key: str) -> float | None:
+        return _mean([s[key] for s in steps if s.get(key) is not None])
+
+    step_s = part("time/step")
+    peaks = record.get("peak_mib_per_gpu") or {}
+    return {
+        "layout": record["layout"],
+        "gpus": record["gpus"],
+        "config": record["config"],
+        "exit_code": record["exit_code"],
+        "steps_measured": len(steps),
+        "step_s": step_s,
+        "same_machine_1gpu_step_s": baseline_step_s,
+        "speedup": round(baseline_step_s / step_s, 3) if step_s and baseline_step_s else None,
+        "generate_s": part("time/generate"),
+        "teacher_s": part("time/teacher"),
+        "train_s": part("time/train"),
+        "weight_sync_s": part("time/weight_sync"),
+        "sampling_logp_difference": part("sampling/sampling_logp_difference/mean"),
+        "peak_gib_per_gpu": {gpu: None if mib is None else round(mib / MIB_PER_GIB, 1) for gpu, mib in peaks.items()},
+        "beside": record.get("beside", []),
+    }
+
+
+def summary(root: Path) -> dict[str, Any]:
+    folder = root / FOLDER
+    records = {json.loads(p.read_text())["layout"]: json.loads(p.read_text())
+               for p in sorted(folder.glob("layout_*.json"))}
+    if BASELINE not in records:
+        raise FileNotFoundError(f"{folder}: no layout_{BASELINE}.json (the same machine's one-GPU step)")
+    baseline = layout_row(records[BASELINE], None)["step_s"]
+    machine = json.loads((folder / "machine.json").read_text()) if (folder / "machine.json").exists() else {}
+    result: dict[str, Any] = {
+        "machine": machine,
+        "workload": "configs/qwen3-8b-*.yaml: the random Qwen3-8B shape, LoRA r16, 32 episodes of 6 turns x 768 tokens"
+                    " per step, every turn forced to its cap (benchmark_full_turns); step figures: mean of steps 2+",
+        "layouts": [layout_row(records[name], baseline) for name in records],
+    }
+    for key, name in (("drills", "drills.json"), ("engine_check", "engine_check.json")):
+        path = folder / name
+        data = json.loads(path.read_text()) if path.exists() else None
+        if key == "drills" and data is not None:
+            data = [{k: d.get(k) for k in ("failure", "stopped_s", "since", "exit_code", "leftover_processes",
+                                           "said")} for d in data["drills"]]
+        result[key] = data if data is not None else f"not measured: no {FOLDER}/{name}"
+    drift = folder / "lora_drift.json"
+    result["base_drift_after_100_syncs"] = json.loads(drift.read_text()) if drift.exists() else "not measured"
+    return result
