@@ -44,12 +44,19 @@ def _steps(root: Path) -> dict[str, Any]:
     return summary(root)
 
 
+def _multigpu(root: Path) -> dict[str, Any]:
+    from arc_experiments.figures.multigpu import summary
+
+    return summary(root)
+
+
 SUMMARIES = {
     "learning": Summary("results/gpu_learning_summary.json", "results/gpu_learning/results-machine*.json",
                         learning_06b),
     "smollm2": Summary("results/gpu_learning_smollm2_summary.json", "results/gpu_learning_smollm2/", _smollm2),
     "step": Summary("results/gpu_step_summary.json",
                     "results/gpu_profiles/speed_*.json, results/gpu_step_speed/summary_inputs.json", _steps, indent=1),
+    "multigpu": Summary("results/gpu_multigpu_summary.json", "results/gpu_multigpu/", _multigpu, indent=1),
 }
 
 

@@ -6,6 +6,7 @@ per-GPU peak memory nvidia-smi saw, the command), the drills (drills.json), the 
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 from typing import Any
 
@@ -22,6 +23,35 @@ def measured_steps(record: dict[str, Any]) -> list[dict[str, Any]]:
     """The logged steps after the first (the first carries one-time compilation and warm-up)."""
     steps = (record.get("run_summary") or {}).get("per_step") or []
     return [step for step in steps if step.get("step", 0) >= 2]
+
+
+def first_step_s(record: dict[str, Any]) -> float | None:
+    steps = (record.get("run_summary") or {}).get("per_step") or []
+    return next((round(s["time/step"], 3) for s in steps if s.get("step") == 1 and "time/step" in s), None)
+
+
+def logged_step(log: Path) -> dict[str, float]:
+    """The `time/*` figures of the first step a trainer log printed (TRL's logged dict, values as strings)."""
+    for line in log.read_text(errors="replace").splitlines():
+        found = dict(re.findall(r"'(time/[a-z_]+)': '([0-9.e+-]+)'", line))
+        if "time/step" in found:
+            return {key: float(value) for key, value in found.items()}
+    return {}
+
+
+def partial_row(name: str, gpus: int, log: Path, baseline_first_s: float | None, why: str) -> dict[str, Any]:
+    """A layout that logged only its first step before its machine was lost: that step's figures, beside the
+    same machine's one-GPU first step (both include one-time warm-up)."""
+    step = logged_step(log)
+    first = step.get("time/step")
+    return {
+        "layout": name, "gpus": gpus, "steps_measured": 0, "step_s": None, "first_step_s": first,
+        "same_machine_1gpu_first_step_s": baseline_first_s,
+        "first_step_speedup": round(baseline_first_s / first, 3) if first and baseline_first_s else None,
+        "generate_s": step.get("time/generate"), "teacher_s": step.get("time/teacher"),
+        "train_s": step.get("time/train"), "weight_sync_s": step.get("time/weight_sync"), "note": why,
+        "log": str(log.relative_to(log.parents[3])),
+    }
 
 
 def layout_row(record: dict[str, Any], baseline_step_s: float | None) -> dict[str, Any]:
@@ -41,6 +71,7 @@ def layout_row(record: dict[str, Any], baseline_step_s: float | None) -> dict[st
         "step_s": step_s,
         "same_machine_1gpu_step_s": baseline_step_s,
         "speedup": round(baseline_step_s / step_s, 3) if step_s and baseline_step_s else None,
+        "first_step_s": first_step_s(record),
         "generate_s": part("time/generate"),
         "teacher_s": part("time/teacher"),
         "train_s": part("time/train"),
@@ -65,12 +96,18 @@ def summary(root: Path) -> dict[str, Any]:
                     " per step, every turn forced to its cap (benchmark_full_turns); step figures: mean of steps 2+",
         "layouts": [layout_row(records[name], baseline) for name in records],
     }
+    partial = folder / "logs" / "layout-4gpu-seeds-trainer.log"
+    if partial.exists() and "4gpu-seeds" not in records:
+        result["layouts"].append(partial_row(
+            "4gpu-seeds", 4, partial, first_step_s(records[BASELINE]),
+            "the seeds' layout (configs/qwen3-8b-4gpu.yaml: 2 data-parallel student engines, trainer, teacher server): "
+            "its machine was lost after step 1, so only the first step (one-time warm-up included) is measured"))
     for key, name in (("drills", "drills.json"), ("engine_check", "engine_check.json")):
         path = folder / name
         data = json.loads(path.read_text()) if path.exists() else None
         if key == "drills" and data is not None:
             data = [{k: d.get(k) for k in ("failure", "stopped_s", "since", "exit_code", "leftover_processes",
-                                           "said")} for d in data["drills"]]
+                                           "gpu_used_mib_after", "said")} for d in data["drills"]]
         result[key] = data if data is not None else f"not measured: no {FOLDER}/{name}"
     drift = folder / "lora_drift.json"
     result["base_drift_after_100_syncs"] = json.loads(drift.read_text()) if drift.exists() else "not measured"

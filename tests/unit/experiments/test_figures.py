@@ -88,3 +88,30 @@ def test_every_input_a_summary_names_is_committed():
     needed |= {str(folder / "arc_agi_1" / f"eval-{m}" / f) for m in ("student", "grpo-only")
                for f in ("metrics.json", "per_attempt.jsonl")}
     assert needed <= tracked, sorted(needed - tracked)
+
+
+def test_multigpu_rows_leave_out_the_first_step_and_divide_by_the_same_machines_one_gpu_step():
+    from arc_experiments.figures.multigpu import layout_row
+
+    def record(name, gpus, steps):
+        per_step = [{"step": i + 1, "time/step": t, "time/generate": t / 2} for i, t in enumerate(steps)]
+        return {"layout": name, "gpus": gpus, "config": "c.yaml", "exit_code": 0, "peak_mib_per_gpu": {"0": 2048},
+                "run_summary": {"per_step": per_step}}
+
+    one = layout_row(record("1gpu", 1, [90.0, 60.0, 62.0]), None)
+    assert one["step_s"] == 61.0 and one["first_step_s"] == 90.0  # the warm-up step is reported apart
+    two = layout_row(record("2gpu", 2, [50.0, 40.0, 42.0]), one["step_s"])
+    assert two["step_s"] == 41.0 and two["speedup"] == round(61.0 / 41.0, 3) and two["generate_s"] == 20.5
+    assert two["peak_gib_per_gpu"] == {"0": 2.0}
+
+
+def test_a_partial_layout_reads_its_first_step_from_the_trainer_log(tmp_path):
+    from arc_experiments.figures.multigpu import partial_row
+
+    log = tmp_path / "results" / "gpu_multigpu" / "logs" / "t.log"
+    log.parent.mkdir(parents=True)
+    log.write_text("loading\n{'loss': '0', 'time/generate': '29.01', 'time/step': '58.97', 'time/train': '25.1'}\n"
+                   "{'time/step': '70'}\n")
+    row = partial_row("4gpu-seeds", 4, log, 61.4, "lost")
+    assert row["first_step_s"] == 58.97 and row["generate_s"] == 29.01 and row["step_s"] is None
+    assert row["first_step_speedup"] == round(61.4 / 58.97, 3) and row["log"] == "results/gpu_multigpu/logs/t.log"
