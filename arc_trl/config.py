@@ -161,8 +161,9 @@ class ArcConfig:
     collapse_guard: str = field(
         default="warn",
         metadata={"help": "off | warn (label each step ok/warn/collapse, log why) | stop (save, write the reason to "
-                  "output_dir/collapse_guard_stop.json, exit 3) | rollback (resume from the last ok checkpoint with "
-                  "the learning rate scaled by collapse_lr_scale; after collapse_max_rollbacks, stop)."},
+                  "output_dir/collapse_guard_stop.json, exit 3: trainer.train() raises CollapseStopped) | rollback "
+                  "(resume from the last ok checkpoint with the learning rate scaled by collapse_lr_scale; after "
+                  "collapse_max_rollbacks, stop)."},
     )
     collapse_max_rollbacks: int = field(default=3, metadata={"help": "Rollbacks before the guard stops the run."})
     collapse_lr_scale: float = field(

@@ -1,4 +1,8 @@
-"""The body of `scripts/train.py`: parse the config, build data/model/trainer, train, save, summarise."""
+"""The body of `scripts/train.py`: parse the config, build data/model/trainer, train, save, summarise.
+
+Everything `ArcConfig` asks for (evaluation callback, collapse guard, stop and rollback) is the trainer's own doing,
+so this script calls `trainer.train()` like any Python caller.
+"""
 
 from __future__ import annotations
 
@@ -296,24 +300,8 @@ def main(argv: list[str] | None = None) -> dict | None:
         max_seq_length = (arc.max_prompt_tokens + args.max_completion_length) if arc.max_prompt_tokens else None
         model, tokenizer, peft_config = load_unsloth_model(model_args, args, tokenizer, max_seq_length)
 
-    def make_trainer():
-        trainer = ArcGRPOTrainer(
-            model=model,
-            args=args,
-            arc_config=arc,
-            train_dataset=train_dataset,
-            eval_dataset=eval_dataset,
-            processing_class=tokenizer,
-            peft_config=peft_config,
-        )
-        if arc.eval_every_steps > 0:
-            from arc_trl.eval.callback import ArcEvalCallback
-
-            if eval_dataset is None:
-                raise SystemExit("error: eval_every_steps > 0 needs eval_dataset (the held-out tasks to play)")
-            trainer.add_callback(ArcEvalCallback.from_config(trainer, eval_dataset))
-        return trainer
-
+    if arc.eval_every_steps > 0 and eval_dataset is None:
+        raise SystemExit("error: eval_every_steps > 0 needs eval_dataset (the held-out tasks to play)")
     os.makedirs(args.output_dir, exist_ok=True)
     from arc_trl.model_identity import model_fingerprint
 
@@ -326,9 +314,15 @@ def main(argv: list[str] | None = None) -> dict | None:
         from transformers.trainer_utils import get_last_checkpoint
 
         resume = get_last_checkpoint(args.output_dir)
-    from arc_trl.collapse.loop import train_with_guard  # docs/collapse.md: the guard's stop / rollback loop
-
-    trainer = train_with_guard(arc, args, make_trainer, resume)
+    # the trainer attaches the evaluation callback and the collapse guard itself; its train() stops or rolls back
+    trainer = ArcGRPOTrainer(model=model, args=args, arc_config=arc, train_dataset=train_dataset,
+                             eval_dataset=eval_dataset, processing_class=tokenizer, peft_config=peft_config)
+    try:
+        trainer.train(resume_from_checkpoint=resume)
+        trainer.save_model(args.output_dir)
+        trainer.save_state()  # output_dir/trainer_state.json: the whole log history, for plots
+    finally:
+        trainer.close()
     summary = summarise(trainer, started)
     if trainer.accelerator.is_main_process:
         with open(os.path.join(args.output_dir, "run_summary.json"), "w") as f:
