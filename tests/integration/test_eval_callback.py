@@ -122,7 +122,7 @@ def test_evaluate_samples_in_eval_mode_at_its_temperature_then_restores_both(tin
     arc = ArcConfig(max_turns=1, max_tokens_per_turn=8, sandbox_workers=1)
     args = GRPOConfig(output_dir=str(tmp_path), per_device_train_batch_size=2, num_generations=2,
                       max_completion_length=8, max_steps=1, use_cpu=True, bf16=False, report_to=[], seed=0)
-    tokenizer, _ = load_tokenizer(ModelConfig(model_name_or_path=str(tiny_model_dir)), arc)
+    tokenizer, _ = load_tokenizer(ModelConfig(model_name_or_path=str(tiny_model_dir)))
     dataset = build_dataset(load_tasks("arc-agi-1/train", ids=["6150a2bd", "67a3c6ac", "68b16354"]), "repl")
     trainer = ArcGRPOTrainer(str(tiny_model_dir), args, arc, train_dataset=dataset, processing_class=tokenizer)
     try:
