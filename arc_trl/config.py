@@ -1,7 +1,11 @@
-"""`ArcConfig`: the ARC / REPL / sandbox / teacher settings of a run.
+"""`ArcConfig`: the ARC settings `ArcGRPOTrainer` reads: agent, rewards, REPL episode, sandbox, teacher, in-training
+evaluation, collapse guard, debugging.
 
-It sits next to TRL's `GRPOConfig` and `ModelConfig` in one flat YAML file parsed by `trl.TrlParser`, so every key
-below is a top-level YAML key and a `--flag` on the command line (CLI overrides YAML).
+The trainer honours every key itself (`ArcGRPOTrainer(..., arc_config=...)` attaches the evaluation callback and the
+collapse guard, and its `train()` stops or rolls back), so a Python caller and `arc-trl train` get the same run. The
+keys only a script reads (which tasks, tokenizer and model loading, the GPU layout) are `ArcScriptArguments`
+(arc_trl/script_args.py). Both sit next to TRL's `GRPOConfig` and `ModelConfig` in one flat YAML file parsed by
+`trl.TrlParser`, so every key below is a top-level YAML key and a `--flag` on the command line (CLI overrides YAML).
 """
 
 from __future__ import annotations
@@ -26,29 +30,10 @@ COLLAPSE_ACTIONS = ("off", "warn", "stop", "rollback")
 
 @dataclass
 class ArcConfig:
-    # --- data -----------------------------------------------------------------------------------------------------
-    dataset: str = field(
-        default="arc-agi-1/train",
-        metadata={"help": "Training tasks: a bundled name (arc-agi-1/train, arc-agi-2/eval, ...), a Kaggle "
-                  "*_challenges.json, a folder of task JSON files, or a synthetic spec (see docs/synthetic.md)."},
-    )
-    eval_dataset: str | None = field(default=None, metadata={"help": "Held-out tasks for in-training evaluation."})
-    task_ids: list[str] | None = field(default=None, metadata={"help": "Only use these task ids."})
-    max_tasks: int | None = field(default=None, metadata={"help": "Use at most this many tasks (after filtering)."})
-    max_prompt_tokens: int | None = field(
-        default=None, metadata={"help": "Drop tasks whose rendered prompt is longer than this many tokens."}
-    )
-    augment: bool = field(default=False, metadata={"help": "Apply a random dihedral + colour augmentation per row."})
-    augment_copies: int = field(default=1, metadata={"help": "Rows per task when augment is on."})
+    # --- the agent (also how the dataset's prompts are written: arc_trl.data.build_dataset) -----------------------
     agent_mode: str = field(
         default=defaults.AGENT_MODE,
         metadata={"help": "repl: multi-turn REPL ending with SUBMIT; program: one-turn transform()."},
-    )
-    prompt_template: str | None = field(default=None, metadata={"help": "Path to a custom prompt template (YAML)."})
-    chat_template: str = field(
-        default=defaults.CHAT_TEMPLATE,
-        metadata={"help": "auto: keep the model's template if prefix-stable, else use TRL's training variant; "
-                  "chatml: the project's plain ChatML template; or a path to a .jinja file."},
     )
 
     # --- rewards --------------------------------------------------------------------------------------------------
@@ -133,9 +118,10 @@ class ArcConfig:
     teacher_max_retries: int = field(default=3, metadata={"help": "Retries before a teacher server error is fatal."})
     teacher_batch_size: int = field(default=8, metadata={"help": "Sequences per teacher forward/request."})
 
-    # --- in-training evaluation on eval_dataset (arc_trl/eval/callback.py, docs/evaluation.md) -------------------
+    # --- in-training evaluation on the trainer's eval_dataset (arc_trl/eval/callback.py, docs/evaluation.md) -----
     eval_every_steps: int = field(
-        default=0, metadata={"help": "Play the held-out tasks every this many optimizer steps (0: off)."}
+        default=0, metadata={"help": "Play the held-out tasks (the trainer's eval_dataset; arc-trl train: the "
+                             "eval_dataset key) every this many optimizer steps (0: off)."}
     )
     eval_n_predictions: int = field(
         default=defaults.EVAL_N_PREDICTIONS, metadata={"help": "Attempts per held-out task (pass@k up to this k)."}
@@ -154,27 +140,13 @@ class ArcConfig:
         default=True, metadata={"help": "Write each evaluation's attempts to output_dir/eval_arc/step_N.jsonl."}
     )
 
-    # --- launch layout (read by scripts/run_with_servers.py and the HTCondor wrapper; ignored by training) ------
-    trainer_gpus: int = field(default=1, metadata={"help": "GPUs (processes) of the trainer under accelerate."})
-    vllm_gpus: int | None = field(
-        default=None, metadata={"help": "GPUs of the student `trl vllm-serve` (data parallel); default 1 if used."}
-    )
-    teacher_gpus: int | None = field(
-        default=None, metadata={"help": "GPUs of the teacher `vllm serve` (tensor parallel); default 1 if used."}
-    )
-    vllm_server_args: str | None = field(default=None, metadata={"help": "Extra CLI args for `trl vllm-serve`."})
-    teacher_server_args: str | None = field(default=None, metadata={"help": "Extra CLI args for `vllm serve`."})
-    server_startup_timeout: float = field(default=900.0, metadata={"help": "Seconds to wait for servers' /health."})
-    accelerate_config: str | None = field(
-        default=None, metadata={"help": "accelerate config file for the trainer (e.g. accelerate_configs/zero2.yaml)."}
-    )
-
     # --- collapse guard (arc_trl/collapse/, docs/collapse.md) ------------------------------------------------------
     collapse_guard: str = field(
         default="warn",
         metadata={"help": "off | warn (label each step ok/warn/collapse, log why) | stop (save, write the reason to "
-                  "output_dir/collapse_guard_stop.json, exit 3) | rollback (resume from the last ok checkpoint with "
-                  "the learning rate scaled by collapse_lr_scale; after collapse_max_rollbacks, stop)."},
+                  "output_dir/collapse_guard_stop.json, exit 3: trainer.train() raises CollapseStopped) | rollback "
+                  "(resume from the last ok checkpoint with the learning rate scaled by collapse_lr_scale; after "
+                  "collapse_max_rollbacks, stop)."},
     )
     collapse_max_rollbacks: int = field(default=3, metadata={"help": "Rollbacks before the guard stops the run."})
     collapse_lr_scale: float = field(
@@ -230,10 +202,6 @@ class ArcConfig:
     check_loss_mask: bool = field(
         default=True, metadata={"help": "Fail loudly when a batch has no trainable (model) tokens."}
     )
-    check_config: bool = field(
-        default=False, metadata={"help": "Validate the config, print the resolved values and exit without training."}
-    )
-    use_unsloth: bool = field(default=False, metadata={"help": "Load the model with unsloth (single GPU, LoRA)."})
 
     def sandbox_config(self) -> SandboxConfig:
         """The `SandboxConfig` of these settings (the limits not set here keep SandboxConfig's defaults)."""

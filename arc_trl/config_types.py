@@ -61,11 +61,19 @@ def accepts(annotation: Any, value: Any) -> bool:
 
 def field_type_problems(obj: Any) -> list[str]:
     """One line per field of dataclass `obj` whose value does not match its annotation (key, value, expected)."""
+    return value_type_problems(type(obj), {f.name: getattr(obj, f.name) for f in dataclasses.fields(obj)})
+
+
+def value_type_problems(cls: type, values: dict[str, Any]) -> list[str]:
+    """`field_type_problems` of the values a dataclass `cls` would be built from (`values` may hold other keys
+    too: only `cls`'s fields present in it are checked)."""
     problems = []
-    hints = _hints(type(obj))
-    for f in dataclasses.fields(obj):
+    hints = _hints(cls)
+    for f in dataclasses.fields(cls):
+        if f.name not in values:
+            continue
         annotation = hints.get(f.name, Any)
-        value = getattr(obj, f.name)
+        value = values[f.name]
         if accepts(annotation, value):
             continue
         line = f"{f.name}: got {value!r} ({type(value).__name__}), expected {type_name(annotation)}"

@@ -1,5 +1,11 @@
 """The body of `arc-trl train` (and of `scripts/train.py`, for `accelerate launch`): parse the config, build
-data/model/trainer, train, save, summarise."""
+data/model/trainer, train, save, summarise.
+
+The YAML's keys land in four dataclasses, TRL's script idiom: `ArcScriptArguments` (what only this script and the
+launchers read: the tasks, tokenizer and model loading, the GPU layout), `ArcConfig` (what the trainer reads),
+`GRPOConfig` and `ModelConfig`. Everything `ArcConfig` asks for (evaluation callback, collapse guard, stop and
+rollback) is the trainer's own doing, so this script calls `trainer.train()` like any Python caller.
+"""
 
 from __future__ import annotations
 
@@ -13,19 +19,23 @@ from pathlib import Path
 from trl import GRPOConfig, ModelConfig, TrlParser
 
 from arc_trl.config import ArcConfig
+from arc_trl.config_types import value_type_problems
+from arc_trl.script_args import ArcScriptArguments
+
+CONFIG_CLASSES = (ArcScriptArguments, ArcConfig, GRPOConfig, ModelConfig)  # the order parse_config returns them in
 
 
-def parse_config(argv: list[str] | None = None) -> tuple[ArcConfig, GRPOConfig, ModelConfig]:
-    """Parse `--config FILE.yaml` plus CLI overrides into our three dataclasses, with file-named errors."""
+def parse_config(argv: list[str] | None = None) -> tuple[ArcScriptArguments, ArcConfig, GRPOConfig, ModelConfig]:
+    """Parse `--config FILE.yaml` plus CLI overrides into the four dataclasses, with file-named errors."""
     argv = list(sys.argv[1:] if argv is None else argv)
     config_path = argv[argv.index("--config") + 1] if "--config" in argv else None
     if config_path is not None and not Path(config_path).is_file():
         raise SystemExit(f"error: config file {config_path} does not exist")
     if config_path is not None:
         check_config_keys(config_path)
-    parser = _ShortErrorParser((ArcConfig, GRPOConfig, ModelConfig), config_path=config_path, argv=argv)
+    parser = _ShortErrorParser(CONFIG_CLASSES, config_path=config_path, argv=argv)
     try:
-        arc, args, model_args = parser.parse_args_and_config(argv)
+        script, arc, args, model_args = parser.parse_args_and_config(argv)
     except ValueError as exc:
         if str(exc).startswith("Some specified arguments are not used"):  # HfArgumentParser: unknown CLI flags
             raise SystemExit(f"error on the command line: {exc} (`--help` lists every key)") from exc
@@ -35,16 +45,18 @@ def parse_config(argv: list[str] | None = None) -> tuple[ArcConfig, GRPOConfig, 
         raise SystemExit(f"error: model_name_or_path is not set ({config_path or 'command line'})")
     try:
         arc.check_with(args)
+        if arc.eval_every_steps > 0 and script.eval_dataset is None:
+            raise ValueError("eval_every_steps > 0 needs eval_dataset (the held-out tasks to play)")
     except ValueError as exc:
         raise SystemExit(f"error in {config_path or 'command line'}: {exc}") from exc
-    if arc.use_unsloth:  # config-only checks, before any model or data is loaded
+    if script.use_unsloth:  # config-only checks, before any model or data is loaded
         from arc_trl.unsloth_support import UnslothConfigError, check_unsloth_config
 
         try:
             check_unsloth_config(args, model_args)
         except UnslothConfigError as exc:
             raise SystemExit(f"error in {config_path or 'command line'}: {exc}") from exc
-    return arc, args, model_args
+    return script, arc, args, model_args
 
 
 class _ShortErrorParser(TrlParser):
@@ -54,6 +66,17 @@ class _ShortErrorParser(TrlParser):
     def __init__(self, dataclass_types, config_path: str | None, argv: list[str]) -> None:
         super().__init__(dataclass_types)
         self._config_path, self._argv = config_path, argv
+
+    def parse_known_args(self, args=None, namespace=None):
+        # argparse's hook that HfArgumentParser calls before building each dataclass: check the value types of
+        # ArcScriptArguments and ArcConfig here, so that one error names every wrongly typed key of both (each
+        # dataclass's own __post_init__ check would stop at the first dataclass with one)
+        parsed, remaining = super().parse_known_args(args, namespace)
+        values = vars(parsed)
+        problems = [line for cls in CONFIG_CLASSES[:2] for line in value_type_problems(cls, values)]
+        if problems:
+            raise ValueError("wrong value types:\n  " + "\n  ".join(problems))
+        return parsed, remaining
 
     def error(self, message: str):
         # "argument --num_generations: invalid int value: 'four'": a flag given on the command line, else a YAML value
@@ -66,7 +89,7 @@ class _ShortErrorParser(TrlParser):
 
 
 def known_keys() -> set[str]:
-    return {f.name for cls in (ArcConfig, GRPOConfig, ModelConfig) for f in dataclasses.fields(cls)} | {"env"}
+    return {f.name for cls in CONFIG_CLASSES for f in dataclasses.fields(cls)} | {"env"}
 
 
 def check_config_keys(config_path: str) -> None:
@@ -93,7 +116,7 @@ def check_config_keys(config_path: str) -> None:
                          "Run `arc-trl train --help` for the list of keys.")
 
 
-def resolved_config(arc: ArcConfig, args: GRPOConfig, model_args: ModelConfig) -> dict:
+def resolved_config(script: ArcScriptArguments, arc: ArcConfig, args: GRPOConfig, model_args: ModelConfig) -> dict:
     """All resolved values, grouped, JSON-serialisable (printed by --check_config, saved next to checkpoints)."""
 
     def plain(obj):
@@ -107,10 +130,10 @@ def resolved_config(arc: ArcConfig, args: GRPOConfig, model_args: ModelConfig) -
             out[f.name] = value
         return out
 
-    return {"arc": plain(arc), "grpo": plain(args), "model": plain(model_args)}
+    return {"script": plain(script), "arc": plain(arc), "grpo": plain(args), "model": plain(model_args)}
 
 
-def load_tokenizer(model_args: ModelConfig, arc: ArcConfig, trust_remote_code: bool = False):
+def load_tokenizer(model_args: ModelConfig, chat_template: str = "auto", trust_remote_code: bool = False):
     from transformers import AutoTokenizer
 
     from arc_trl.chat_template import resolve_chat_template
@@ -123,20 +146,21 @@ def load_tokenizer(model_args: ModelConfig, arc: ArcConfig, trust_remote_code: b
     )
     if tokenizer.pad_token is None:
         tokenizer.pad_token = tokenizer.eos_token
-    choice = resolve_chat_template(tokenizer, arc.chat_template)
+    choice = resolve_chat_template(tokenizer, chat_template)
     return tokenizer, choice
 
 
-def build_datasets(arc: ArcConfig, tokenizer, seed: int):
+def build_datasets(script: ArcScriptArguments, arc: ArcConfig, tokenizer, seed: int):
+    """The training and evaluation datasets (None without eval_dataset) the script's keys select."""
     from arc_trl.data import build_dataset, load_template
     from arc_trl.tasks import load_tasks
 
-    template = load_template(arc.prompt_template, arc.agent_mode) if arc.prompt_template else None
+    template = load_template(script.prompt_template, arc.agent_mode) if script.prompt_template else None
 
     def make(spec: str, augment: bool, training: bool):
         # task_ids / max_tasks select training tasks; the eval set is capped by eval_max_tasks in the callback
         try:
-            tasks = load_tasks(spec, ids=arc.task_ids if training else None)
+            tasks = load_tasks(spec, ids=script.task_ids if training else None)
         except LookupError as exc:
             raise SystemExit(f"error: task_ids: {exc}") from exc
         dataset = build_dataset(
@@ -144,21 +168,21 @@ def build_datasets(arc: ArcConfig, tokenizer, seed: int):
             arc.agent_mode,
             template=template,
             tokenizer=tokenizer,
-            max_prompt_tokens=arc.max_prompt_tokens,
+            max_prompt_tokens=script.max_prompt_tokens,
             augment=augment,
-            copies=arc.augment_copies if augment else 1,
+            copies=script.augment_copies if augment else 1,
             seed=seed,
             privileged=arc.teacher_privileged if arc.teacher_privileged != "none" else False,
         )
         # after the length filter: keep max_tasks prompts
-        if training and arc.max_tasks and len(dataset) > arc.max_tasks:
-            dataset = dataset.select(range(arc.max_tasks))
+        if training and script.max_tasks and len(dataset) > script.max_tasks:
+            dataset = dataset.select(range(script.max_tasks))
         return dataset
 
-    train = make(arc.dataset, arc.augment, training=True)
-    evaluation = make(arc.eval_dataset, False, training=False) if arc.eval_dataset else None
+    train = make(script.dataset, script.augment, training=True)
+    evaluation = make(script.eval_dataset, False, training=False) if script.eval_dataset else None
     if len(train) == 0:
-        raise SystemExit(f"error: no training task left from {arc.dataset} (check max_prompt_tokens / task_ids)")
+        raise SystemExit(f"error: no training task left from {script.dataset} (check max_prompt_tokens / task_ids)")
     return train, evaluation
 
 
@@ -274,9 +298,9 @@ def format_step_budget(summary: dict) -> str:
 
 
 def main(argv: list[str] | None = None) -> dict | None:
-    arc, args, model_args = parse_config(argv)
-    if arc.check_config:
-        print(json.dumps(resolved_config(arc, args, model_args), indent=2, default=str))
+    script, arc, args, model_args = parse_config(argv)
+    if script.check_config:
+        print(json.dumps(resolved_config(script, arc, args, model_args), indent=2, default=str))
         return None
 
     from trl import get_peft_config
@@ -284,48 +308,30 @@ def main(argv: list[str] | None = None) -> dict | None:
     from arc_trl.trainer import ArcGRPOTrainer
 
     started = time.time()
-    tokenizer, template_choice = load_tokenizer(model_args, arc, args.trust_remote_code)
-    train_dataset, eval_dataset = build_datasets(arc, tokenizer, args.seed)
+    tokenizer, template_choice = load_tokenizer(model_args, script.chat_template, args.trust_remote_code)
+    train_dataset, eval_dataset = build_datasets(script, arc, tokenizer, args.seed)
     prompts_per_step = args.generation_batch_size // args.num_generations
     if len(train_dataset) < prompts_per_step:
         raise SystemExit(
-            f"error: {arc.dataset} gives {len(train_dataset)} prompts but each generation batch needs "
+            f"error: {script.dataset} gives {len(train_dataset)} prompts but each generation batch needs "
             f"{prompts_per_step} distinct prompts (generation_batch_size {args.generation_batch_size} / "
             f"num_generations {args.num_generations}); use more tasks or a smaller per_device_train_batch_size"
         )
-    print(f"[arc-trl] {len(train_dataset)} training prompts from {arc.dataset}; chat template: {template_choice}")
+    print(f"[arc-trl] {len(train_dataset)} training prompts from {script.dataset}; chat template: {template_choice}")
     args.model_init_kwargs = {**model_init_kwargs(model_args, args.trust_remote_code), **(args.model_init_kwargs or {})}
     model = model_args.model_name_or_path
     peft_config = get_peft_config(model_args)
-    if arc.use_unsloth:
+    if script.use_unsloth:
         from arc_trl.unsloth_support import load_unsloth_model
 
-        max_seq_length = (arc.max_prompt_tokens + args.max_completion_length) if arc.max_prompt_tokens else None
+        max_seq_length = (script.max_prompt_tokens + args.max_completion_length) if script.max_prompt_tokens else None
         model, tokenizer, peft_config = load_unsloth_model(model_args, args, tokenizer, max_seq_length)
-
-    def make_trainer():
-        trainer = ArcGRPOTrainer(
-            model=model,
-            args=args,
-            arc_config=arc,
-            train_dataset=train_dataset,
-            eval_dataset=eval_dataset,
-            processing_class=tokenizer,
-            peft_config=peft_config,
-        )
-        if arc.eval_every_steps > 0:
-            from arc_trl.eval.callback import ArcEvalCallback
-
-            if eval_dataset is None:
-                raise SystemExit("error: eval_every_steps > 0 needs eval_dataset (the held-out tasks to play)")
-            trainer.add_callback(ArcEvalCallback.from_config(trainer, eval_dataset))
-        return trainer
 
     os.makedirs(args.output_dir, exist_ok=True)
     from arc_trl.model_identity import model_fingerprint
 
     with open(os.path.join(args.output_dir, "arc_trl_config.json"), "w") as f:  # + the build the run starts from
-        json.dump({**resolved_config(arc, args, model_args),
+        json.dump({**resolved_config(script, arc, args, model_args),
                    "start_model_fingerprint": model_fingerprint(model_args.model_name_or_path)}, f, indent=2,
                   default=str)
     resume = args.resume_from_checkpoint
@@ -333,9 +339,15 @@ def main(argv: list[str] | None = None) -> dict | None:
         from transformers.trainer_utils import get_last_checkpoint
 
         resume = get_last_checkpoint(args.output_dir)
-    from arc_trl.collapse.loop import train_with_guard  # docs/collapse.md: the guard's stop / rollback loop
-
-    trainer = train_with_guard(arc, args, make_trainer, resume)
+    # the trainer attaches the evaluation callback and the collapse guard itself; its train() stops or rolls back
+    trainer = ArcGRPOTrainer(model=model, args=args, arc_config=arc, train_dataset=train_dataset,
+                             eval_dataset=eval_dataset, processing_class=tokenizer, peft_config=peft_config)
+    try:
+        trainer.train(resume_from_checkpoint=resume)
+        trainer.save_model(args.output_dir)
+        trainer.save_state()  # output_dir/trainer_state.json: the whole log history, for plots
+    finally:
+        trainer.close()
     summary = summarise(trainer, started)
     if trainer.accelerator.is_main_process:
         with open(os.path.join(args.output_dir, "run_summary.json"), "w") as f:

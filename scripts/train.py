@@ -3,9 +3,9 @@
     accelerate launch scripts/train.py --config configs/tiny-cpu.yaml [--key value ...]
     arc-trl train --config configs/tiny-cpu.yaml --check_config true   # one process; validate + print, no training
 
-The YAML file is one flat mapping of `trl.GRPOConfig`, `trl.ModelConfig` and `arc_trl.config.ArcConfig` keys;
-command-line flags override it. `--help` lists every key. `--resume_from_checkpoint auto` resumes from the latest
-checkpoint in output_dir.
+The YAML file is one flat mapping of `trl.GRPOConfig`, `trl.ModelConfig`, `arc_trl.config.ArcConfig` and
+`arc_trl.script_args.ArcScriptArguments` keys; command-line flags override it. `--help` lists every key.
+`--resume_from_checkpoint auto` resumes from the latest checkpoint in output_dir.
 """
 
 from __future__ import annotations

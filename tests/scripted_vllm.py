@@ -39,7 +39,7 @@ def scripted_vllm_trainer(model_dir, out, mode: str, teacher: bool, texts=None, 
         output_dir=str(out), num_generations=2, max_completion_length=64, use_cpu=True, bf16=False, report_to=[],
         seed=0, beta=0.0, vllm_importance_sampling_mode=mode, **grpo,
     )
-    tokenizer, _ = load_tokenizer(ModelConfig(model_name_or_path=str(model_dir)), arc)
+    tokenizer, _ = load_tokenizer(ModelConfig(model_name_or_path=str(model_dir)))
     dataset = build_dataset(load_tasks("arc-agi-1/train", ids=["6150a2bd", "67a3c6ac"]), "repl", tokenizer=tokenizer)
     trainer = ArcGRPOTrainer(str(model_dir), args, arc, train_dataset=dataset, processing_class=tokenizer,
                              teacher=FakeTeacher() if teacher else None)

@@ -32,7 +32,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--command", help="local: command replacing `arc-trl serve`, e.g. "
                         "'arc-trl train' (gets --config <run>/config.yaml [--resume_from_checkpoint ...])")
     parser.add_argument("--no-check-keys", action="store_true",
-                        help="skip checking config keys against the fields of GRPOConfig/ModelConfig/ArcConfig")
+                        help="skip checking config keys against the fields of GRPOConfig/ModelConfig/ArcConfig/"
+                        "ArcScriptArguments")
     args = parser.parse_args(argv)
 
     known_keys = None

@@ -17,7 +17,8 @@ transformers hooks used (no Trainer method is overridden here):
   is not. The trainer's checkpoint rotation keeps the last ok one (`protected_checkpoints`, see
   `ArcGRPOTrainer._save_checkpoint`).
 
-It must be the first callback (the loop inserts it at position 0) so that reporters see its keys.
+It must be the first callback (`loop.attach_collapse_guard`, called by `ArcGRPOTrainer.__init__`, inserts it at
+position 0) so that reporters see its keys.
 """
 
 from __future__ import annotations

@@ -1,8 +1,9 @@
-"""Training under the collapse guard: `train_with_guard` runs `trainer.train()` and, after a collapse, stops the run
-or rolls it back in place.
+"""Training under the collapse guard: `train_with_guard` (what `ArcGRPOTrainer.train` runs, so a Python caller and
+`arc-trl train` get the same guard) calls transformers' `Trainer.train` and, after a collapse, stops the run or rolls
+it back in place. `attach_collapse_guard` (called by `ArcGRPOTrainer.__init__`) adds the guard's callback.
 
 Rollback, in place: the trainer that collapsed — with its model, its colocated vLLM engine (or its weight-sync group
-to a vLLM server), its sandbox pool — is kept; `trainer.train(resume_from_checkpoint=last_ok)` is called again on it.
+to a vLLM server), its sandbox pool — is kept; `Trainer.train(resume_from_checkpoint=last_ok)` is called again on it.
 transformers' resume path loads the checkpoint into the objects the trainer already holds: the weights into
 `trainer.model` (`load_state_dict`, or the PEFT adapter's `load_adapter`, both copying into the existing
 parameters), the optimizer state into the existing optimizer (not re-created: `create_optimizer` keeps an optimizer
@@ -27,57 +28,70 @@ import gc
 import math
 import os
 import sys
+from collections.abc import Callable
+from typing import Any
 
 from arc_trl.collapse.rollback import CollapseStopped, discard_checkpoints_after, write_stop_report
 
 
-def train_with_guard(arc, args, make_trainer, resume: str | None):
-    """Build the trainer once and train it, with the collapse guard (docs/collapse.md) unless `collapse_guard` is
-    off: after a collapse, `stop` raises `CollapseStopped` (exit status 3, the reason in
-    output_dir/collapse_guard_stop.json); `rollback` loads the last ok checkpoint into the same trainer and goes on
-    with a scaled learning rate, at most collapse_max_rollbacks times. Returns the trainer (closed)."""
+def train_with_guard(trainer, resume: str | bool | None, train_once: Callable[[str | None], Any]) -> Any:
+    """`ArcGRPOTrainer.train`: call `train_once(resume)` (transformers' `Trainer.train`) under the trainer's collapse
+    guard (`trainer.collapse_guard`, docs/collapse.md; None when `collapse_guard` is off): after a collapse, `stop`
+    raises `CollapseStopped` (exit status 3, the reason in output_dir/collapse_guard_stop.json); `rollback` loads
+    the last ok checkpoint into the same trainer and calls `train_once` again with a scaled learning rate, at most
+    collapse_max_rollbacks times. Returns the last call's `TrainOutput`; sets `trainer.collapse_rollbacks`."""
     from arc_trl.collapse.callback import read_checkpoint_info
 
+    arc, args, guard = trainer.arc_config, trainer.args, trainer.collapse_guard
+    resume = _checkpoint_path(resume, args.output_dir)
     saved = read_checkpoint_info(resume) if resume else {}  # a restarted run keeps its rollbacks' lr and count
-    base_lr, multiplier, rollbacks = args.learning_rate, saved.get("lr_multiplier", 1.0), saved.get("rollbacks", 0)
+    multiplier, rollbacks = saved.get("lr_multiplier", 1.0), saved.get("rollbacks", 0)
+    base_lr = trainer.base_learning_rate  # args.learning_rate when the trainer was built (a later call rescales it)
     args.learning_rate = base_lr * multiplier  # a fresh start uses it; a resume rescales the restored optimizer
-    trainer = make_trainer()
-    try:
-        guard = attach_collapse_guard(trainer, arc, args, multiplier, rollbacks)
-        if guard is not None and arc.collapse_guard == "rollback" and resume is None:
-            from arc_trl.trl_internals import save_checkpoint_now
+    if guard is not None and arc.collapse_guard == "rollback" and resume is None:
+        from arc_trl.trl_internals import save_checkpoint_now
 
-            guard.save_initial = lambda: save_checkpoint_now(trainer)
-        while True:
-            if guard is not None:
-                guard.start_attempt(rollbacks, multiplier, resume)
-            trainer.train(resume_from_checkpoint=resume)
-            collapse = guard.collapse if guard is not None else None
-            if collapse is None:
-                trainer.save_model(args.output_dir)
-                trainer.save_state()  # output_dir/trainer_state.json: the whole log history, for plots
-                trainer.collapse_rollbacks = rollbacks
-                return trainer
-            last_ok = str(guard.last_ok_checkpoint) if guard.last_ok_checkpoint else None
-            if arc.collapse_guard == "rollback" and rollbacks < arc.collapse_max_rollbacks and last_ok:
-                rollbacks += 1
-                multiplier *= arc.collapse_lr_scale
-                args.learning_rate = base_lr * multiplier
-                ok_step = int(last_ok.rsplit("-", 1)[1])
-                if trainer.accelerator.is_main_process:
-                    discard_checkpoints_after(args.output_dir, ok_step, rollbacks)
-                trainer.accelerator.wait_for_everyone()
-                print(f"[collapse-guard] rollback {rollbacks}/{arc.collapse_max_rollbacks}: collapse at step "
-                      f"{collapse.step}; loading {last_ok} into the same trainer, learning rate x{multiplier:g} "
-                      f"({base_lr * multiplier:g})", file=sys.stderr, flush=True)
-                guard.log_event({"event": "rollback", "rollback": rollbacks, "from_step": collapse.step,
-                                 "resume_from": last_ok, "lr_multiplier": multiplier})
-                prepare_rollback(trainer)
-                resume = last_ok
-                continue
-            _stop(trainer, arc, args, guard, collapse, rollbacks, last_ok)
-    finally:
-        trainer.close()
+        guard.save_initial = lambda: save_checkpoint_now(trainer)
+    while True:
+        if guard is not None:
+            guard.start_attempt(rollbacks, multiplier, resume)
+        output = train_once(resume)
+        collapse = guard.collapse if guard is not None else None
+        if collapse is None:
+            trainer.collapse_rollbacks = rollbacks
+            return output
+        last_ok = str(guard.last_ok_checkpoint) if guard.last_ok_checkpoint else None
+        if arc.collapse_guard == "rollback" and rollbacks < arc.collapse_max_rollbacks and last_ok:
+            rollbacks += 1
+            multiplier *= arc.collapse_lr_scale
+            args.learning_rate = base_lr * multiplier
+            ok_step = int(last_ok.rsplit("-", 1)[1])
+            if trainer.accelerator.is_main_process:
+                discard_checkpoints_after(args.output_dir, ok_step, rollbacks)
+            trainer.accelerator.wait_for_everyone()
+            print(f"[collapse-guard] rollback {rollbacks}/{arc.collapse_max_rollbacks}: collapse at step "
+                  f"{collapse.step}; loading {last_ok} into the same trainer, learning rate x{multiplier:g} "
+                  f"({base_lr * multiplier:g})", file=sys.stderr, flush=True)
+            guard.log_event({"event": "rollback", "rollback": rollbacks, "from_step": collapse.step,
+                             "resume_from": last_ok, "lr_multiplier": multiplier})
+            prepare_rollback(trainer)
+            resume = last_ok
+            continue
+        trainer.collapse_rollbacks = rollbacks
+        _stop(trainer, arc, args, guard, collapse, rollbacks, last_ok)
+
+
+def _checkpoint_path(resume: str | bool | None, output_dir: str) -> str | None:
+    """`Trainer.train`'s `resume_from_checkpoint` as a path: True is the last checkpoint in output_dir (as
+    transformers resolves it), False or None a fresh start."""
+    if resume is True:
+        from transformers.trainer_utils import get_last_checkpoint
+
+        found = get_last_checkpoint(output_dir) if os.path.isdir(output_dir) else None
+        if found is None:
+            raise ValueError(f"No valid checkpoint found in output directory ({output_dir})")
+        return found
+    return resume or None
 
 
 def prepare_rollback(trainer) -> None:
@@ -113,8 +127,10 @@ def _stop(trainer, arc, args, guard, collapse, rollbacks: int, last_ok: str | No
     raise CollapseStopped(reason)
 
 
-def attach_collapse_guard(trainer, arc, args, lr_multiplier: float, rollbacks: int):
-    """Insert a `CollapseGuardCallback` first in the trainer's callbacks (None when `collapse_guard` is off)."""
+def attach_collapse_guard(trainer):
+    """Insert a `CollapseGuardCallback` configured by `trainer.arc_config` first in the trainer's callbacks and return
+    it (None when `collapse_guard` is off). `train_with_guard` sets its attempt and learning-rate multiplier."""
+    arc, args = trainer.arc_config, trainer.args
     if arc.collapse_guard == "off":
         return None
     from arc_trl.collapse.callback import CollapseGuardCallback
@@ -124,9 +140,8 @@ def attach_collapse_guard(trainer, arc, args, lr_multiplier: float, rollbacks: i
     per_generation = getattr(args, "steps_per_generation", None) or 1
     accumulation = getattr(args, "gradient_accumulation_steps", 1) or 1
     confirm = math.ceil(per_generation * (getattr(args, "num_iterations", 1) or 1) / accumulation)
-    guard = CollapseGuardCallback(detector_settings(arc), arc.collapse_guard, args.output_dir, lr_multiplier,
-                                  attempt=rollbacks, is_main_process=trainer.accelerator.is_main_process,
-                                  confirm_steps=confirm)
+    guard = CollapseGuardCallback(detector_settings(arc), arc.collapse_guard, args.output_dir,
+                                  is_main_process=trainer.accelerator.is_main_process, confirm_steps=confirm)
     trainer.callback_handler.callbacks.insert(0, guard)  # first, so that reporters log the keys it adds
     return guard
 

@@ -70,8 +70,8 @@ def load_train_config(path: str) -> dict[str, Any]:
     try:
         if file.suffix == ".json":
             config = json.loads(file.read_text())
-            if isinstance(config, dict) and {"arc", "grpo", "model"} <= set(config):
-                config = {**config["model"], **config["grpo"], **config["arc"]}
+            if isinstance(config, dict) and {"arc", "grpo", "model"} <= set(config):  # "script": since issue 44
+                config = {**config["model"], **config["grpo"], **config.get("script", {}), **config["arc"]}
         else:
             config = yaml.safe_load(file.read_text())
     except (ValueError, OSError, yaml.YAMLError) as e:

@@ -1,6 +1,6 @@
-"""The keys of a training YAML that say how a run is laid out on GPUs. They are fields of `ArcConfig`
-(`arc-trl train` accepts and ignores them); `arc-trl serve` and the HTCondor resource defaults read
-them from the YAML, where a missing key takes the default below.
+"""The keys of a training YAML that say how a run is laid out on GPUs. They are fields of `ArcScriptArguments`
+(arc_trl/script_args.py: `arc-trl train` accepts and ignores them); `arc-trl serve` and the HTCondor resource
+defaults read them from the YAML, where a missing key takes the default below (the same as the field's).
 
 GPU split of one job, assigned in this order from the GPUs the job sees (CUDA_VISIBLE_DEVICES):
   vllm_gpus    -> the student inference server (`trl vllm-serve`, when use_vllm: true and vllm_mode: server);
@@ -15,7 +15,7 @@ arguments of the two servers, one string), server_startup_timeout (seconds to wa
 
 from __future__ import annotations
 
-from dataclasses import dataclass, fields
+from dataclasses import dataclass
 from typing import Any
 
 LAUNCH_DEFAULTS: dict[str, Any] = {
@@ -83,13 +83,8 @@ def gpu_split(config: dict) -> GpuSplit:
 
 
 def known_config_keys() -> set[str]:
-    """Every top-level key `arc-trl train` accepts: the fields of GRPOConfig, ModelConfig and ArcConfig, plus `env`
-    (TrlParser's environment block). Imports trl (a few seconds)."""
-    from trl import GRPOConfig, ModelConfig
+    """Every top-level key `arc-trl train` accepts: the fields of GRPOConfig, ModelConfig, ArcConfig and
+    ArcScriptArguments, plus `env` (TrlParser's environment block). Imports trl (a few seconds)."""
+    from arc_trl.train_entry import known_keys
 
-    from arc_trl.config import ArcConfig
-
-    keys = {"env"}
-    for cls in (GRPOConfig, ModelConfig, ArcConfig):
-        keys.update(f.name for f in fields(cls))
-    return keys
+    return known_keys()

@@ -3,6 +3,9 @@
 A thin subclass: `__init__` wires the pieces and each override is a short hook into a module of its own:
 
 - the rollout: `arc_trl.rollout.ArcRollout`, TRL's `rollout_func` (the batch's dataset rows handed over per batch);
+- the `ArcConfig` keys no TRL hook reads: the in-training evaluation (`arc_trl.eval.callback`, when
+  `eval_every_steps` > 0, on the `eval_dataset` given) and the collapse guard (`arc_trl.collapse`: its callback first
+  in the list, and `train()` run by its stop / rollback loop), so `trainer.train()` is the run `arc-trl train` makes;
 - the loss mask: `loss_mask.py` (budget-ended episodes masked like truncated ones; the empty-mask check);
 - the teacher term: `teacher_term.py`; the batch metrics: `batch_metrics.py`; the step-time budget:
   `step_timing.py` (`time/*`: `_generate`, `training_step`, the sandbox pool, `vllm_generation.sync_weights`, the
@@ -23,7 +26,9 @@ import logging
 from trl import GRPOConfig, GRPOTrainer
 
 from arc_trl.chat_template import end_of_turn_id
+from arc_trl.collapse.loop import attach_collapse_guard, train_with_guard
 from arc_trl.config import ArcConfig
+from arc_trl.eval.callback import ArcEvalCallback
 from arc_trl.rollout.arc_rollout import ArcRollout
 from arc_trl.rollout.settings import RolloutSettings
 from arc_trl.trainer.batch_metrics import (
@@ -79,6 +84,9 @@ class ArcGRPOTrainer(GRPOTrainer):
 
         self.arc_config = arc = arc_config
         arc.check_with(args)
+        if arc.eval_every_steps > 0 and eval_dataset is None:
+            raise ValueError("eval_every_steps > 0 needs an eval_dataset, the held-out tasks to play: pass "
+                             "eval_dataset=build_dataset(...) (arc-trl train: set the eval_dataset key)")
         if arc.teacher_loss == "reverse_kl" and arc.teacher_tau > 0 and args.beta != 0.0:
             raise ValueError(
                 "teacher_loss=reverse_kl uses TRL's KL term with the teacher as reference; set beta: 0.0 "
@@ -144,9 +152,21 @@ class ArcGRPOTrainer(GRPOTrainer):
             logger.info("length_grouped_micro_batches: off, %s (only all-padding columns are trimmed)", why_not)
         self.step_budget = StepBudget(self.step_clock, self.model, self.accelerator, arc.peak_tflops)
         self.add_callback(StepBudgetCallback(self.step_budget, lambda metrics: log_metrics(self, "train", metrics)))
+        if arc.eval_every_steps > 0:  # the held-out tasks played every eval_every_steps (eval/callback.py)
+            self.add_callback(ArcEvalCallback.from_config(self, eval_dataset))
+        self.base_learning_rate = args.learning_rate  # the collapse guard's rollbacks scale args.learning_rate from it
+        self.collapse_rollbacks = 0  # rollbacks of the last train() call
+        self.collapse_guard = attach_collapse_guard(self)  # first in the callbacks; None when collapse_guard is off
         seed_colocated_sampling(self, args.seed)  # last: building TRL's colocated engine seeded the RNGs with its own
 
     # ------------------------------------------------------------------------------------------------ TRL hooks
+    def train(self, resume_from_checkpoint=None, trial=None, **kwargs):
+        # Trainer.train, run by the collapse guard's loop (collapse/loop.py): after a collapse it stops the run
+        # (CollapseStopped) or loads the last ok checkpoint into this trainer and calls Trainer.train again
+        train_once = super().train
+        return train_with_guard(self, resume_from_checkpoint,
+                                lambda resume: train_once(resume_from_checkpoint=resume, trial=trial, **kwargs))
+
     def _generate(self, prompts):
         # GRPOTrainer._generate (weight sync + rollout_func + token counting), timed: the `generate` bucket
         with self.step_clock.phase("generate"):

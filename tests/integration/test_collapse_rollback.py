@@ -232,3 +232,37 @@ def test_rollback_keeps_the_colocated_vllm_engine_and_syncs_it_the_checkpoint_we
     assert 0 < floor < 1e-2, floor  # float32 rounding, not a sync bug, already at step 1
     for h in after_rollback:
         assert h["sampling/sampling_logp_difference/mean"] < 10 * floor, (h, floor)
+
+
+def test_stop_from_a_trainer_built_in_python_raises_collapse_stopped_with_its_report(tiny_model_dir, tmp_path,
+                                                                                      monkeypatch):
+    """No train_entry (issue 44): `collapse_guard: stop` on a trainer built in Python ends `trainer.train()` at the
+    collapse, keeps the collapsed weights aside (never as checkpoint-N) and raises CollapseStopped (exit status 3)
+    after writing the report, as `arc-trl train` does."""
+    from transformers import AutoTokenizer
+    from trl import GRPOConfig
+
+    from arc_trl import ArcConfig, build_dataset, load_tasks, resolve_chat_template
+    from arc_trl.collapse.rollback import COLLAPSE_EXIT_CODE, CollapseStopped
+    from arc_trl.trainer.arc_grpo_trainer import ArcGRPOTrainer
+
+    _collapse_at(monkeypatch, 2)
+    out = tmp_path / "run"
+    tokenizer = AutoTokenizer.from_pretrained(str(tiny_model_dir), padding_side="left")
+    resolve_chat_template(tokenizer)
+    dataset = build_dataset(load_tasks("arc-agi-1/train", ids=["6150a2bd", "67a3c6ac"]), "repl", tokenizer=tokenizer)
+    arc = ArcConfig(max_turns=2, max_tokens_per_turn=24, sandbox_workers=1, collapse_guard="stop")
+    args = GRPOConfig(output_dir=str(out), num_generations=2, per_device_train_batch_size=4, max_completion_length=48,
+                      max_steps=4, logging_steps=1, save_steps=1, use_vllm=False, use_cpu=True, bf16=False,
+                      report_to=[], seed=0)
+    trainer = ArcGRPOTrainer(str(tiny_model_dir), args, arc, train_dataset=dataset, processing_class=tokenizer)
+    try:
+        with pytest.raises(CollapseStopped) as stopped:
+            trainer.train()
+    finally:
+        trainer.close()
+    assert stopped.value.code == COLLAPSE_EXIT_CODE and trainer.state.global_step == 2
+    report = json.loads((out / "collapse_guard_stop.json").read_text())
+    assert report["step"] == 2 and report["action"] == "stop" and "scripted collapse" in report["reason"]
+    assert (out / "collapse_guard" / "collapsed-step-2" / "model.safetensors").exists()
+    assert sorted(p.name for p in out.glob("checkpoint-*")) == ["checkpoint-1"]  # the collapsed step is not one

@@ -107,7 +107,7 @@ def _trainer(model_dir, out, engine_reply: str, fail_at_call: int | None = None)
     arc = ArcConfig(max_turns=TURNS, max_tokens_per_turn=64, sandbox_workers=2)
     args = GRPOConfig(output_dir=str(out), num_generations=2, per_device_train_batch_size=4, max_steps=1,
                       max_completion_length=512, use_cpu=True, bf16=False, report_to=[], seed=0, beta=0.0)
-    tokenizer, _ = load_tokenizer(ModelConfig(model_name_or_path=str(model_dir)), arc)
+    tokenizer, _ = load_tokenizer(ModelConfig(model_name_or_path=str(model_dir)))
     dataset = build_dataset(load_tasks("arc-agi-1/train", ids=["6150a2bd", "67a3c6ac"]), "repl", tokenizer=tokenizer)
     trainer = ArcGRPOTrainer(str(model_dir), args, arc, train_dataset=dataset, processing_class=tokenizer)
     reply = tokenizer(engine_reply, add_special_tokens=False)["input_ids"] + [trainer.end_of_turn]

@@ -56,6 +56,60 @@ def test_training_logs_held_out_pass_at_k_at_start_and_every_step(memorized_mode
     assert all(isinstance(r["completion"], str) and r["step"] == 2 for r in dumped)
 
 
+def _python_trainer(model_dir, out, eval_dataset, **arc_keys):
+    """An ArcGRPOTrainer built the way the README's Python quick start builds one (no train_entry)."""
+    from transformers import AutoTokenizer
+    from trl import GRPOConfig
+
+    from arc_trl import ArcConfig, ArcGRPOTrainer, build_dataset, load_tasks, resolve_chat_template
+
+    tokenizer = AutoTokenizer.from_pretrained(str(model_dir), padding_side="left")
+    resolve_chat_template(tokenizer)
+    train = build_dataset(load_tasks("arc-agi-1/train", ids=["6150a2bd", "67a3c6ac"]), "repl", tokenizer=tokenizer)
+    arc = ArcConfig(max_turns=1, max_tokens_per_turn=8, sandbox_workers=1, **arc_keys)
+    args = GRPOConfig(output_dir=str(out), per_device_train_batch_size=2, num_generations=2, max_completion_length=8,
+                      max_steps=2, logging_steps=1, save_strategy="no", use_cpu=True, bf16=False, report_to=[],
+                      seed=0, use_vllm=False)
+    return ArcGRPOTrainer(str(model_dir), args, arc, train_dataset=train, eval_dataset=eval_dataset,
+                          processing_class=tokenizer)
+
+
+def test_trainer_train_plays_the_held_out_tasks_when_eval_every_steps_is_set(tiny_model_dir, tmp_path):
+    """From Python, `trainer.train()` evaluates as `arc-trl train` does: the trainer attaches the callback from its
+    ArcConfig (eval_every_steps 1: a baseline at step 0, then after each step; eval_max_tasks 1 of the 2 given)."""
+    from arc_trl import build_dataset, load_tasks
+
+    held_out = build_dataset(load_tasks("arc-agi-1/train", ids=["68b16354", "6150a2bd"]), "repl")
+    trainer = _python_trainer(tiny_model_dir, tmp_path, held_out, eval_every_steps=1, eval_n_predictions=2,
+                              eval_max_tasks=1)
+    try:
+        assert sum(isinstance(cb, ArcEvalCallback) for cb in trainer.callback_handler.callbacks) == 1
+        trainer.train()
+    finally:
+        trainer.close()
+    history = trainer.state.log_history
+    evals = [h for h in history if EVAL_PREFIX + "pass@1" in h]
+    assert [h["step"] for h in evals] == [0, 1, 2]
+    assert all(h[EVAL_PREFIX + "n_tasks"] == 1.0 and 0.0 <= h[EVAL_PREFIX + "pass@1"] <= h[EVAL_PREFIX + "pass@2"]
+               <= 1.0 for h in evals), evals
+    assert [h["step"] for h in history if "reward" in h] == [1, 2]  # training logged as usual next to them
+    first = held_out[0]["task_id"]
+    for step in (0, 1, 2):  # each evaluation's attempts: the first held-out task, eval_n_predictions times
+        lines = (tmp_path / "eval_arc" / f"step_{step:06d}.jsonl").read_text().splitlines()
+        assert [(r["task_id"], r["attempt"], r["step"]) for r in map(json.loads, lines)] == [
+            (first, 0, step), (first, 1, step)]
+
+
+def test_eval_every_steps_without_an_eval_dataset_fails_before_the_model_is_loaded(tiny_model_dir, tmp_path):
+    from trl import GRPOConfig
+
+    from arc_trl import ArcConfig, ArcGRPOTrainer
+
+    args = GRPOConfig(output_dir=str(tmp_path), use_cpu=True, bf16=False, report_to=[])
+    with pytest.raises(ValueError, match="eval_every_steps > 0 needs an eval_dataset"):
+        ArcGRPOTrainer(str(tmp_path / "no-such-model"), args, ArcConfig(eval_every_steps=2))
+
+
 def test_evaluate_samples_in_eval_mode_at_its_temperature_then_restores_both(tiny_model_dir, tmp_path):
     from trl import GRPOConfig, ModelConfig
 
@@ -68,7 +122,7 @@ def test_evaluate_samples_in_eval_mode_at_its_temperature_then_restores_both(tin
     arc = ArcConfig(max_turns=1, max_tokens_per_turn=8, sandbox_workers=1)
     args = GRPOConfig(output_dir=str(tmp_path), per_device_train_batch_size=2, num_generations=2,
                       max_completion_length=8, max_steps=1, use_cpu=True, bf16=False, report_to=[], seed=0)
-    tokenizer, _ = load_tokenizer(ModelConfig(model_name_or_path=str(tiny_model_dir)), arc)
+    tokenizer, _ = load_tokenizer(ModelConfig(model_name_or_path=str(tiny_model_dir)))
     dataset = build_dataset(load_tasks("arc-agi-1/train", ids=["6150a2bd", "67a3c6ac", "68b16354"]), "repl")
     trainer = ArcGRPOTrainer(str(tiny_model_dir), args, arc, train_dataset=dataset, processing_class=tokenizer)
     try:

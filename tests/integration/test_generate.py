@@ -237,7 +237,8 @@ def test_train_config_supplies_the_agent_settings_and_the_command_line_wins(tmp_
                          "max_completion_length: 3072\ntemperature: 0.9\nchat_template_kwargs: {enable_thinking: false}\n"
                          "sandbox_timeout_s: 2.0\nmin_p: null\n")
     run_json = tmp_path / "arc_trl_config.json"  # what a training run writes next to its checkpoints
-    run_json.write_text(json.dumps({"arc": {"max_turns": 6, "agent_mode": "program"}, "grpo": {"top_p": 0.95},
+    run_json.write_text(json.dumps({"script": {"max_prompt_tokens": 900, "chat_template": "chatml"},
+                                    "arc": {"max_turns": 6, "agent_mode": "program"}, "grpo": {"top_p": 0.95},
                                     "model": {"model_name_or_path": "org/model", "dtype": "bfloat16"}}))
     parser = gen.add_generate_arguments(argparse.ArgumentParser())
 
@@ -251,6 +252,7 @@ def test_train_config_supplies_the_agent_settings_and_the_command_line_wins(tmp_
     assert (args.timeout_s, args.min_p, args.top_p, args.agent_mode) == (2.0, 0.0, 1.0, "repl")  # defaults for the rest
     args = resolve("--train-config", str(run_json))
     assert (args.agent_mode, args.max_turns, args.top_p, args.dtype) == ("program", 1, 0.95, "bfloat16")
+    assert (args.max_prompt_tokens, args.chat_template) == (900, "chatml")  # the run's script-side keys
     with pytest.raises(GenerateInputError, match="--model is required"):
         resolve()
 

@@ -76,7 +76,7 @@ def _lora_trainer(model_dir, out, temperature: float = 1.0, **arc_overrides):
                     **arc_overrides)
     args = GRPOConfig(output_dir=str(out), per_device_train_batch_size=4, num_generations=2, max_completion_length=16,
                       max_steps=1, use_cpu=True, bf16=False, report_to=[], beta=0.0, temperature=temperature)
-    tokenizer, _ = load_tokenizer(ModelConfig(model_name_or_path=str(model_dir)), arc)
+    tokenizer, _ = load_tokenizer(ModelConfig(model_name_or_path=str(model_dir)))
     dataset = build_dataset(load_tasks("arc-agi-1/train", ids=["6150a2bd", "67a3c6ac"]), "repl", tokenizer=tokenizer)
     lora = LoraConfig(r=4, lora_alpha=8, target_modules=["q_proj", "v_proj"], task_type="CAUSAL_LM")
     return ArcGRPOTrainer(str(model_dir), args, arc, train_dataset=dataset, processing_class=tokenizer,

@@ -47,8 +47,8 @@ def test_make_demo_runs_grpo_opd_with_checkpoints_and_rollouts(capsys):
         os.chdir(cwd)
     out = capsys.readouterr().out
     resolved = json.loads(out[out.index("{") :])
-    arc, grpo = resolved["arc"], resolved["grpo"]
-    assert arc["dataset"].startswith("synthetic:") and arc["teacher_backend"] == "local" and arc["teacher_tau"] > 0
+    script, arc, grpo = resolved["script"], resolved["arc"], resolved["grpo"]
+    assert script["dataset"].startswith("synthetic:") and arc["teacher_backend"] == "local" and arc["teacher_tau"] > 0
     assert arc["dump_rollouts"] == 2 and grpo["max_steps"] == 16 and grpo["save_steps"] == 8
     assert grpo["save_strategy"] == "steps" and grpo["output_dir"] == "outputs/demo/quick"
 
@@ -137,7 +137,7 @@ def _trainer(model_dir, out, **arc_overrides):
     )
     from trl import ModelConfig
 
-    tokenizer, _ = load_tokenizer(ModelConfig(model_name_or_path=str(model_dir)), arc)
+    tokenizer, _ = load_tokenizer(ModelConfig(model_name_or_path=str(model_dir)))
     tasks = load_tasks("arc-agi-1/train", ids=["6150a2bd", "67a3c6ac"])
     privileged = arc.teacher_privileged if arc.teacher_privileged != "none" else False
     dataset = build_dataset(tasks, "repl", tokenizer=tokenizer, privileged=privileged)

@@ -34,7 +34,7 @@ def scored(tiny_model_dir, tmp_path_factory):
         max_completion_length=64, max_steps=1, use_cpu=True, bf16=False, report_to=[], seed=0, beta=0.0,
         mask_truncated_completions=True, vllm_importance_sampling_mode="token_truncate",
     )
-    tokenizer, _ = load_tokenizer(ModelConfig(model_name_or_path=str(tiny_model_dir)), arc)
+    tokenizer, _ = load_tokenizer(ModelConfig(model_name_or_path=str(tiny_model_dir)))
     dataset = build_dataset(load_tasks("arc-agi-1/train", ids=["6150a2bd", "67a3c6ac"]), "repl", tokenizer=tokenizer)
     trainer = ArcGRPOTrainer(str(tiny_model_dir), args, arc, train_dataset=dataset, processing_class=tokenizer)
     eos = tokenizer.eos_token_id

@@ -203,25 +203,28 @@ def test_scale_learning_rate_rescales_optimizer_and_scheduler():
 
 # ---------------------------------------------------------------------------------------------------- the loop
 class _FakeTrainer:
-    """Just what `train_with_guard` touches: it 'trains' by feeding scripted metric rows to the callbacks, the rows of
-    its k-th `train()` call being `rows_per_attempt[k]` (the last one repeats)."""
+    """Just what `attach_collapse_guard` and `train_with_guard` touch (as `ArcGRPOTrainer.__init__` and `.train` call
+    them): `train_once` 'trains' by feeding scripted metric rows to the callbacks, the rows of its k-th call being
+    `rows_per_attempt[k]` (the last one repeats), and records the learning rate each call starts with."""
 
-    def __init__(self, rows_per_attempt, output_dir, saves):
+    def __init__(self, rows_per_attempt, output_dir, saves, arc):
         from types import SimpleNamespace
 
         from transformers import TrainerControl, TrainerState
 
-        self.rows_per_attempt, self.output_dir, self.saves = rows_per_attempt, output_dir, saves
+        self.rows_per_attempt, self.output_dir, self.saves, self.arc_config = rows_per_attempt, output_dir, saves, arc
         self.state, self.control = TrainerState(), TrainerControl()
         self.callback_handler = SimpleNamespace(callbacks=[])
         self.accelerator = SimpleNamespace(is_main_process=True, wait_for_everyone=lambda: None)
-        self.args = SimpleNamespace(output_dir=str(output_dir))
-        self.resumed_from, self.closed, self.saved_models, self.model = [], False, [], None
+        self.args = SimpleNamespace(output_dir=str(output_dir), learning_rate=1e-3)
+        self.base_learning_rate = self.args.learning_rate
+        self.resumed_from, self.learning_rates, self.saved_models, self.model = [], [], [], None
         self._last_loaded_step, self._step, self._buffered_inputs = -1, 0, None
 
-    def train(self, resume_from_checkpoint=None):
+    def train_once(self, resume_from_checkpoint=None):
         rows = self.rows_per_attempt[min(len(self.resumed_from), len(self.rows_per_attempt) - 1)]
         self.resumed_from.append(resume_from_checkpoint)
+        self.learning_rates.append(self.args.learning_rate)
         start = int(resume_from_checkpoint.rsplit("-", 1)[1]) if resume_from_checkpoint else 0
         guard = self.callback_handler.callbacks[0]
         self.state.global_step = start
@@ -249,27 +252,18 @@ class _FakeTrainer:
     def save_state(self):
         pass
 
-    def close(self):
-        self.closed = True
-
 
 def _guarded(tmp_path, action, rows_per_attempt, max_rollbacks=2, saves=(2, 4, 6)):
-    from types import SimpleNamespace
-
-    from arc_trl.collapse.loop import train_with_guard
+    """A fake trainer with the guard attached, and its `train(resume)`."""
+    from arc_trl.collapse.loop import attach_collapse_guard, train_with_guard
     from arc_trl.config import ArcConfig
 
     arc = ArcConfig(collapse_guard=action, collapse_baseline_steps=3, collapse_window=1,
                     collapse_max_rollbacks=max_rollbacks, collapse_lr_scale=0.5)
-    args = SimpleNamespace(learning_rate=1e-3, output_dir=str(tmp_path))
-    made = []
-
-    def make_trainer():
-        made.append(_FakeTrainer(rows_per_attempt, tmp_path, set(saves)))
-        made[-1].learning_rate = args.learning_rate
-        return made[-1]
-
-    return arc, args, made, lambda resume=None: train_with_guard(arc, args, make_trainer, resume)
+    trainer = _FakeTrainer(rows_per_attempt, tmp_path, set(saves), arc)
+    trainer.collapse_guard = attach_collapse_guard(trainer)
+    assert trainer.callback_handler.callbacks == [trainer.collapse_guard]
+    return trainer, lambda resume=None: train_with_guard(trainer, resume, trainer.train_once)
 
 
 def _events(path):
@@ -284,7 +278,7 @@ def test_stop_writes_the_reason_and_exits_3(tmp_path):
     from arc_trl.collapse.rollback import COLLAPSE_EXIT_CODE, CollapseStopped
 
     rows = [HEALTHY_ROW] * 4 + [BAD_ROW] * 4
-    arc, args, made, run = _guarded(tmp_path, "stop", [rows])
+    trainer, run = _guarded(tmp_path, "stop", [rows])
     with pytest.raises(CollapseStopped) as stopped:
         run()
     assert stopped.value.code == COLLAPSE_EXIT_CODE == 3
@@ -292,8 +286,8 @@ def test_stop_writes_the_reason_and_exits_3(tmp_path):
     # checkpoint-4 holds the weights that step 5's episodes were sampled from: rejected; checkpoint-2 was confirmed
     assert report["step"] == 5 and report["exit_code"] == 3 and report["last_ok_checkpoint"].endswith("checkpoint-2")
     assert "episode/truncated_rate" in report["reason"] and "episode/model_tokens" in report["reason"]
-    assert made[0].state.global_step == 5 and made[0].closed
-    assert made[0].saved_models == [str(tmp_path / "collapse_guard" / "collapsed-step-5")]
+    assert trainer.state.global_step == 5
+    assert trainer.saved_models == [str(tmp_path / "collapse_guard" / "collapsed-step-5")]
     assert not (tmp_path / "checkpoint-6").exists()  # the collapsed state is never checkpoint-N
     assert not (tmp_path / "checkpoint-0").exists()  # the initial checkpoint is for rollback mode only
     records = _events(tmp_path)
@@ -305,13 +299,13 @@ def test_rollback_resumes_the_same_trainer_from_the_last_ok_checkpoint_with_a_sm
 
     bad_after_4 = [HEALTHY_ROW] * 4 + [BAD_ROW] * 4
     recovers = [HEALTHY_ROW] * 8
-    arc, args, made, run = _guarded(tmp_path, "rollback", [bad_after_4, recovers])
-    trainer = run()
-    assert len(made) == 1 and trainer is made[0]  # one trainer: train() called again on it
-    assert trainer.resumed_from == [None, str(tmp_path / "checkpoint-2")]
+    trainer, run = _guarded(tmp_path, "rollback", [bad_after_4, recovers])
+    run()
+    assert trainer.resumed_from == [None, str(tmp_path / "checkpoint-2")]  # one trainer: trained again in place
     assert (tmp_path / "collapse_guard" / "discarded" / "rollback-1" / "checkpoint-4").is_dir()
-    assert args.learning_rate == 5e-4 and trainer.learning_rate == 1e-3  # built once, at the base rate
-    assert trainer.state.global_step == 8 and trainer.collapse_rollbacks == 1 and trainer.closed
+    assert trainer.learning_rates == [1e-3, 5e-4] and trainer.args.learning_rate == 5e-4
+    assert trainer.state.global_step == 8 and trainer.collapse_rollbacks == 1
+    assert trainer.saved_models == []  # a finished run's model is saved by its caller (train_entry), not the loop
     events = _events(tmp_path)
     rollback = next(e for e in events if e["event"] == "rollback")
     assert rollback["from_step"] == 5 and rollback["lr_multiplier"] == 0.5
@@ -325,18 +319,19 @@ def test_rollback_resumes_the_same_trainer_from_the_last_ok_checkpoint_with_a_sm
     assert initial["step"] == 0 and initial["label"] == "ok" and (tmp_path / "checkpoint-0").is_dir()
 
     # a run that collapses every time: max_rollbacks rollbacks, then a stop with the reason
-    arc, args, made, run = _guarded(tmp_path / "again", "rollback", [bad_after_4], max_rollbacks=2)
+    trainer, run = _guarded(tmp_path / "again", "rollback", [bad_after_4], max_rollbacks=2)
     with pytest.raises(CollapseStopped, match="2 rollback"):
         run()
-    assert len(made) == 1 and len(made[0].resumed_from) == 3 and args.learning_rate == 2.5e-4
+    assert len(trainer.resumed_from) == 3 and trainer.learning_rates == [1e-3, 5e-4, 2.5e-4]
+    assert trainer.collapse_rollbacks == 2
 
 
 def test_rollback_before_any_confirmed_save_goes_back_to_the_initial_weights(tmp_path):
     """A collapse at step 2 (issue 24) with the first save far away: checkpoint-0, saved at train begin, is the
     target; the generation state is reset so that vLLM gets the restored weights."""
     early = [HEALTHY_ROW] + [BAD_ROW] * 7
-    arc, args, made, run = _guarded(tmp_path, "rollback", [early, [HEALTHY_ROW] * 8], saves=())
-    trainer = run()
+    trainer, run = _guarded(tmp_path, "rollback", [early, [HEALTHY_ROW] * 8], saves=())
+    run()
     assert trainer.resumed_from == [None, str(tmp_path / "checkpoint-0")]
     events = _events(tmp_path)
     assert next(e for e in events if e["event"] == "collapse")["step"] == 2
@@ -370,10 +365,32 @@ def test_a_restarted_run_keeps_the_lr_and_rollback_count_of_its_checkpoint(tmp_p
     checkpoint = tmp_path / "checkpoint-4"
     checkpoint.mkdir()
     (checkpoint / "collapse_guard.json").write_text(json.dumps({"label": "ok", "lr_multiplier": 0.25, "rollbacks": 2}))
-    arc, args, made, run = _guarded(tmp_path, "rollback", [[HEALTHY_ROW] * 6])
-    trainer = run(str(checkpoint))
-    assert made[0].learning_rate == pytest.approx(2.5e-4) and trainer.collapse_rollbacks == 2
+    trainer, run = _guarded(tmp_path, "rollback", [[HEALTHY_ROW] * 6])
+    run(str(checkpoint))
+    assert trainer.learning_rates == [pytest.approx(2.5e-4)] and trainer.collapse_rollbacks == 2
     assert not (tmp_path / "checkpoint-0").exists()  # a restart has its checkpoint: no initial one
+
+
+def test_a_second_train_call_scales_the_base_learning_rate_not_the_scaled_one(tmp_path):
+    """`trainer.train()` after a rolled-back `train()` (Python): `resume_from_checkpoint=True` is the last checkpoint,
+    whose multiplier (0.5) applies to the rate the trainer was built with, not to the one the rollback left in args."""
+    bad_after_4 = [HEALTHY_ROW] * 4 + [BAD_ROW] * 4
+    trainer, run = _guarded(tmp_path, "rollback", [bad_after_4, [HEALTHY_ROW] * 8])
+    run()
+    assert trainer.args.learning_rate == 5e-4
+    run(True)
+    assert trainer.resumed_from[-1] == str(tmp_path / "checkpoint-6")  # the last one (8 steps: saves at 2, 4, 6)
+    assert trainer.learning_rates == [1e-3, 5e-4, 5e-4] and trainer.collapse_rollbacks == 1
+    with pytest.raises(ValueError, match="No valid checkpoint found"):
+        _guarded(tmp_path / "empty", "warn", [[HEALTHY_ROW]])[1](True)
+
+
+def test_an_off_guard_attaches_no_callback(tmp_path):
+    from arc_trl.collapse.loop import attach_collapse_guard
+    from arc_trl.config import ArcConfig
+
+    trainer = _FakeTrainer([[HEALTHY_ROW]], tmp_path, set(), ArcConfig(collapse_guard="off"))
+    assert attach_collapse_guard(trainer) is None and trainer.callback_handler.callbacks == []
 
 
 def test_a_sweep_summary_names_a_collapse_stop():

@@ -296,15 +296,19 @@ def test_plan_defaults_match_trl():
     from trl import GRPOConfig
 
     from arc_trl.config import ArcConfig
-    from arc_trl.launch.launch_config import LAUNCH_DEFAULTS
+    from arc_trl.launch.launch_config import LAUNCH_DEFAULTS, known_config_keys
     from arc_trl.launch.server_plan import DEFAULT_VLLM_SERVER_PORT
+    from arc_trl.script_args import ArcScriptArguments
 
     grpo = {f.name: f.default for f in GRPOConfig.__dataclass_fields__.values()}
     assert grpo["vllm_server_port"] == DEFAULT_VLLM_SERVER_PORT and grpo["vllm_mode"] == "colocate"
     assert grpo["use_vllm"] is False and grpo["vllm_tensor_parallel_size"] == 1
-    # scripts/train.py must accept the launch keys (it ignores them); these four are ArcConfig fields already.
-    assert {"trainer_gpus", "vllm_gpus", "teacher_gpus", "accelerate_config"} <= set(ArcConfig.__dataclass_fields__)
-    assert {"trainer_gpus", "vllm_gpus", "teacher_gpus", "accelerate_config"} <= set(LAUNCH_DEFAULTS)
+    # scripts/train.py accepts the launch keys (and ignores them): script-side fields with the launchers' defaults,
+    # never keys of the trainer's ArcConfig; the sweep's key check knows them
+    script = {f.name: f.default for f in ArcScriptArguments.__dataclass_fields__.values()}
+    assert {key: script[key] for key in LAUNCH_DEFAULTS} == LAUNCH_DEFAULTS
+    assert not set(LAUNCH_DEFAULTS) & set(ArcConfig.__dataclass_fields__)
+    assert set(script) | set(ArcConfig.__dataclass_fields__) | {"env"} <= known_config_keys()
 
 
 # ---------------------------------------------------------------------------------------------------------------
