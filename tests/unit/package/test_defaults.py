@@ -22,6 +22,7 @@ from arc_trl.eval.generate import add_generate_arguments
 from arc_trl.eval.generation_settings import CONFIGURABLE
 from arc_trl.eval.score import add_score_arguments, score_completions
 from arc_trl.rollout.settings import RolloutSettings
+from arc_trl.script_args import ArcScriptArguments
 from arc_trl.sandbox.config import SandboxConfig
 from arc_trl.sandbox.pool import SandboxPool
 
@@ -36,7 +37,8 @@ def _parameter(function, name: str):
     return inspect.signature(function).parameters[name].default
 
 
-ARC, SANDBOX, ROLLOUT, SFT = (_field_defaults(c) for c in (ArcConfig, SandboxConfig, RolloutSettings, SftArguments))
+ARC, SANDBOX, ROLLOUT, SFT, SCRIPT = (_field_defaults(c) for c in (ArcConfig, SandboxConfig, RolloutSettings, SftArguments,
+                                                                   ArcScriptArguments))
 GENERATE = {option: default for option, (_, default) in CONFIGURABLE.items()}
 
 # constant -> {place: value there}
@@ -61,7 +63,7 @@ PLACES = {
                               "generate": GENERATE["max_completion_length"]},
     "ROLLOUT_SCHEDULING": {"ArcConfig": ARC["rollout_scheduling"], "rollout": ROLLOUT["scheduling"],
                            "generate": GENERATE["rollout_scheduling"]},
-    "CHAT_TEMPLATE": {"ArcConfig": ARC["chat_template"], "sft": SFT["chat_template"],
+    "CHAT_TEMPLATE": {"ArcScriptArguments": SCRIPT["chat_template"], "sft": SFT["chat_template"],
                       "generate": GENERATE["chat_template"]},
     "TEMPERATURE": {"ArcConfig.eval_temperature": ARC["eval_temperature"], "generate": GENERATE["temperature"]},
     "TOP_P": {"generate": GENERATE["top_p"]},
