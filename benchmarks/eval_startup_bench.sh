@@ -11,7 +11,7 @@ for tree in before after; do
   export VLLM_CACHE_ROOT=$work/cache-$tree ARC_TRL_MODEL_ALIAS_DIR=$work/alias-$tree
   for m in "$M1" "$M2" "$M1"; do
     t=$(date +%s%N); log=$work/log-$tree-$RANDOM.txt
-    $py "$root/scripts/evaluate.py" generate --model "$m" --dataset "$TASKS" --n-predictions 1 \
+    $py -m arc_trl evaluate generate --model "$m" --dataset "$TASKS" --n-predictions 1 \
       --output-dir "$work/out-$RANDOM" --seed 0 --max-turns 1 --max-tokens-per-turn 16 --max-completion-length 64 \
       --workers 1 --no-progress > "$log" 2>&1
     rc=$?

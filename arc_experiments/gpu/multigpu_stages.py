@@ -115,21 +115,20 @@ def _phase(ctx: Context, label: str, runs: dict[str, str], model: str, steps: in
     """Start the phase's layout runs together, wait for all (each stopped at `limit` s), record each."""
     started = time.time()
     commands = {name: layout_command(ctx, name, gpus, model, steps) for name, gpus in runs.items()}
+    if ctx.dry_run:
+        for name, command in commands.items():
+            start(ctx, f"layout-{name}", command)  # printed only
+        return 0
     with GpuPeaks(ctx.work / "logs" / f"gpu_peaks_{label}.csv") as sampler:
         processes = {name: start(ctx, f"layout-{name}", command) for name, command in commands.items()}
         codes = {}
         for name, process in processes.items():
-            if process is None:  # dry run
-                codes[name] = 0
-                continue
             try:
                 codes[name] = process.wait(timeout=max(1, limit - (time.time() - started)))
             except subprocess.TimeoutExpired:
                 process.terminate()
                 process.wait(timeout=60)
                 codes[name] = 124
-    if ctx.dry_run:
-        return 0
     for name, gpus in runs.items():
         others = [other for other in runs if other != name] + (beside or {}).get(name, [])
         _record(ctx, name, gpus, commands[name], codes[name], time.time() - started, sampler.peaks(), others)

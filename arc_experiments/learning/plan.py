@@ -1,5 +1,6 @@
 """The stages of a learning experiment (`plan`) and the choice of which to run (`select_stages`): each stage is one
-command of the project's own (scripts/*.py), a file that exists once it is done, and the stages it needs."""
+command of the project's own (`python -m arc_trl X`, `python -m arc_experiments...`), a file that exists once it is
+done, and the stages it needs."""
 
 from __future__ import annotations
 
@@ -43,7 +44,7 @@ def plan(out: Path, seed: int, n_heldout: int, n_predictions: int, ablation: boo
         folder = out / "eval" / name
         hint = ["--privileged", privileged] if privileged != "none" else []
         return Stage(f"eval-{name}", [
-            py, "scripts/evaluate.py", "generate", "--train-config", str(grpo_config), "--model", str(model_dir),
+            py, "-m", "arc_trl", "evaluate", "generate", "--train-config", str(grpo_config), "--model", str(model_dir),
             "--dataset", heldout, "--output-dir", str(folder), "--n-predictions", str(n_predictions),
             "--seed", str(seed), "--no-progress", *hint, *map(str, profile["eval_args"]),
         ], folder / "metrics.json", needs=(needs,), kind="eval", info={"eval": name, "privileged": privileged, **info})
@@ -58,7 +59,7 @@ def plan(out: Path, seed: int, n_heldout: int, n_predictions: int, ablation: boo
         else:  # the same run without the teacher term
             arm, needs = ["--teacher_backend", "none", "--teacher_tau", "0"], ("student",)
         return Stage(run.name, [
-            py, "scripts/train.py", "--config", str(grpo_config), "--model_name_or_path", str(student),
+            py, "-m", "arc_trl", "train", "--config", str(grpo_config), "--model_name_or_path", str(student),
             "--output_dir", str(out / run.name), "--seed", str(run.seed), *save, *arm,
         ], out / run.name / "run_summary.json", needs=needs, kind="rl",
             info={"run": run.name, "arm": run.arm, "seed": run.seed, "steps": int(grpo["max_steps"])})
@@ -68,14 +69,14 @@ def plan(out: Path, seed: int, n_heldout: int, n_predictions: int, ablation: boo
         name = f"kl-{teacher.name}"
         hint = ["--teacher_privileged", teacher.privileged] if teacher.privileged != "none" else []
         return Stage(name, [
-            py, "scripts/train.py", "--config", str(grpo_config), "--model_name_or_path", str(student),
+            py, "-m", "arc_trl", "train", "--config", str(grpo_config), "--model_name_or_path", str(student),
             "--teacher_backend", "local", "--teacher_model", str(out / teacher.name), *hint, "--teacher_tau", "0",
             "--learning_rate", "0", "--max_steps", str(profile["kl_probe_steps"]), "--save_strategy", "no",
             "--collapse_guard", "off", "--output_dir", str(out / name), "--seed", str(seed),
         ], out / name / "run_summary.json", needs=("student", teacher.name), kind="kl", info={"teacher": teacher.name})
 
     def sft(name: str, config: Path, base: Path, target: Path, needs: str) -> Stage:
-        return Stage(name, [py, "scripts/sft.py", "--config", str(config), "--model_name_or_path", str(base),
+        return Stage(name, [py, "-m", "arc_trl", "sft", "--config", str(config), "--model_name_or_path", str(base),
                             "--output_dir", str(target), "--seed", str(seed)], target / "model.safetensors",
                      needs=(needs,), kind="sft")
 
@@ -142,7 +143,7 @@ def model_command(py: str, profile: dict[str, Any], model: Path, seed: int) -> l
     source = profile["model_source"]
     if source:
         sources = [source] if isinstance(source, str) else list(source)
-        return [py, "-m", "arc_trl.cli.main", "import-gguf", *map(str, sources), "--out", str(model)]
-    return [py, "scripts/build_tiny_model.py", "--out", str(model), "--seed", str(seed),
+        return [py, "-m", "arc_trl", "import-gguf", *map(str, sources), "--out", str(model)]
+    return [py, "-m", "arc_trl", "build-tiny-model", "--out", str(model), "--seed", str(seed),
             *map(str, profile["model_args"])]
 

@@ -9,15 +9,15 @@
 Every stage runs the project's own entry point (output in OUT/logs/<stage>.log):
 
   check-heldout  python -m arc_experiments.learning.heldout_check   no held-out task in the SFT, RL or validation sets
-  model          scripts/build_tiny_model.py                  random-init Qwen3 + local tokenizer
-  student        scripts/sft.py --config CONFIGS/sft-student.yaml   SFT warm start (reference episodes)
-  TEACHER        scripts/sft.py --config CONFIGS/<its config>  each teacher of the profile (longer SFT, or SFT on
+  model          arc-trl build-tiny-model                     random-init Qwen3 + local tokenizer
+  student        arc-trl sft --config CONFIGS/sft-student.yaml    SFT warm start (reference episodes)
+  TEACHER        arc-trl sft --config CONFIGS/<its config>   each teacher of the profile (longer SFT, or SFT on
                                                               privileged prompts)
-  eval-NAME      scripts/evaluate.py generate                 held-out tasks: the student, each teacher (a privileged
+  eval-NAME      arc-trl evaluate generate                    held-out tasks: the student, each teacher (a privileged
                                                               teacher with its privileged prompt), each RL run
-  kl-TEACHER     scripts/train.py, learning rate 0            teacher_kl of each teacher on the student's episodes
-  RUN            scripts/train.py --config CONFIGS/grpo-opd.yaml   per seed: grpo-opd (the OPD teacher) and grpo-only
-  eval-RUN-stepN scripts/evaluate.py generate                 its checkpoints every `eval_every` steps, then the end
+  kl-TEACHER     arc-trl train, learning rate 0               teacher_kl of each teacher on the student's episodes
+  RUN            arc-trl train --config CONFIGS/grpo-opd.yaml   per seed: grpo-opd (the OPD teacher) and grpo-only
+  eval-RUN-stepN arc-trl evaluate generate                    its checkpoints every `eval_every` steps, then the end
 
 Then OUT/results.json (every evaluation with its per-task pass@1, the training logs, each stage's wall time; written
 after every stage, so a run stopped between stages leaves it) and, once a run is complete, the plots

@@ -57,7 +57,7 @@ def test_gpu_profile_reaches_the_stage_commands(tmp_path):
     stages = {s.name: s for s in plan_mod.plan(tmp_path, 0, profile["heldout_tasks"], profile["n_predictions"], True,
                                            configs, profile)}
     assert stages["model"].command[-4:] == ["--shape", "qwen3-0.6b", "--device", "cuda"]
-    assert stages["student"].command[3] == "configs/gpu/learning/sft-student.yaml"
+    assert stages["student"].command[stages["student"].command.index("--config") + 1] == "configs/gpu/learning/sft-student.yaml"
     eval_cmd = stages["eval-student"].command
     assert eval_cmd[eval_cmd.index("--backend") + 1] == "vllm"
     assert eval_cmd[eval_cmd.index("--train-config") + 1] == "configs/gpu/learning/grpo-opd.yaml"
@@ -176,7 +176,7 @@ def test_experiment_plan_seeds_arms_teachers_probes_and_checkpoints(tmp_path):
     assert ckpt[ckpt.index("--dataset") + 1] == final[final.index("--dataset") + 1] == profile_mod.heldout_spec(256, 1, configs)
     # the privileged teacher: trained from the student, evaluated and probed with its privileged prompt
     assert stages["teacher-privileged"].needs == ("student",)
-    assert stages["teacher-privileged"].command[3] == str(configs / "sft-teacher-privileged.yaml")
+    assert stages["teacher-privileged"].command[stages["teacher-privileged"].command.index("--config") + 1] == str(configs / "sft-teacher-privileged.yaml")
     ev = stages["eval-teacher-privileged"].command
     assert ev[ev.index("--privileged") + 1] == "program" and "--privileged" not in stages["eval-teacher"].command
     kl = stages["kl-teacher-privileged"].command

@@ -24,9 +24,6 @@ ROOT = Path(__file__).resolve().parents[3]
 # shim -> why a path is needed (a new shim needs a reason here; anything else runs `python -m arc_trl X`)
 SHIMS = {
     "train": "accelerate launch takes a script path (and arc-trl serve / HTCondor jobs launch it)",
-    "sft": "the learning experiment's stages run it by path (arc_experiments/learning/plan.py)",
-    "evaluate": "the learning experiment's stages run it by path (arc_experiments/learning/plan.py)",
-    "build_tiny_model": "the learning experiment's stages run it by path (arc_experiments/learning/plan.py)",
 }
 DOCS = sorted([ROOT / "README.md", ROOT / "results" / "README.md", *(ROOT / "docs").glob("*.md")])
 
