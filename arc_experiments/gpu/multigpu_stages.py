@@ -1,10 +1,11 @@
 """Multi-GPU stages (docs/multigpu.md): the 8B recipe's layouts on 1, 2 and 4 GPUs of one machine, the per-engine
 weight check of a data-parallel student server, and the failure drills.
 
-`multigpu` runs four phases, each a set of runs on disjoint GPUs started together and waited for; after each phase
-the results so far are packed (a machine taken back mid-queue leaves the phases before):
+`multigpu` runs phases, each a set of runs on disjoint GPUs started together and waited for; after each phase the
+results so far are packed (a machine taken back mid-queue leaves the phases before). By default A-D; `--only E,F`:
   A: 1 GPU colocated (GPU 0) beside 2 GPUs colocated (GPUs 1-2)    B: 4 GPUs colocated
   C: the engine check (GPUs 0-2), then the seeds' 4-GPU layout    D: 2 GPUs server mode (GPUs 0-1) beside the drills
+  E: 4 GPUs colocated, vLLM tensor parallel 2          F, G, H: a server GPU + 2 trainer GPUs (DDP, ZeRO-2, ZeRO-3)
 Every run: configs/qwen3-8b-*.yaml through `arc-trl serve`, the random 8B shape with every turn forced to its cap,
 the same 32 episodes a step. Each writes OUT/multigpu/layout_NAME.json (its run summary, per-GPU peak memory from
 nvidia-smi, the command); benchmarks/multigpu_summary.py turns them into results/gpu_multigpu_summary.json.
@@ -20,18 +21,27 @@ from pathlib import Path
 from arc_experiments.gpu.measure_stages import PY, shape_8b
 from arc_experiments.gpu.runner import Context, failed, header, run, start
 
-LAYOUTS = {  # name -> (config, GPUs); the configs share the one-GPU recipe's workload (tests/unit/launch)
-    "1gpu-colocate": ("configs/qwen3-8b-1gpu-colocate.yaml", 1),
-    "2gpu-colocate": ("configs/qwen3-8b-2gpu-colocate.yaml", 2),
-    "4gpu-colocate": ("configs/qwen3-8b-4gpu-colocate.yaml", 4),
-    "2gpu-server": ("configs/qwen3-8b-2gpu-server.yaml", 2),
-    "4gpu-seeds": ("configs/qwen3-8b-4gpu.yaml", 4),
+ZERO = "accelerate_configs/zero{}.yaml"
+LAYOUTS = {  # name -> (config, GPUs, extra training flags); the configs share the one-GPU recipe's workload
+    "1gpu-colocate": ("configs/qwen3-8b-1gpu-colocate.yaml", 1, ()),
+    "2gpu-colocate": ("configs/qwen3-8b-2gpu-colocate.yaml", 2, ()),
+    "4gpu-colocate": ("configs/qwen3-8b-4gpu-colocate.yaml", 4, ()),
+    "4gpu-colocate-tp2": ("configs/qwen3-8b-4gpu-colocate.yaml", 4, ("--vllm_tensor_parallel_size", "2")),
+    "2gpu-server": ("configs/qwen3-8b-2gpu-server.yaml", 2, ()),
+    "3gpu-server-ddp": ("configs/qwen3-8b-3gpu-server.yaml", 3, ()),
+    "3gpu-server-zero2": ("configs/qwen3-8b-3gpu-server.yaml", 3, ("--accelerate_config", ZERO.format(2))),
+    "3gpu-server-zero3": ("configs/qwen3-8b-3gpu-server.yaml", 3, ("--accelerate_config", ZERO.format(3))),
+    "4gpu-seeds": ("configs/qwen3-8b-4gpu.yaml", 4, ()),
 }
-PHASES = (  # (layouts and their GPUs, extra work) run together
+PHASES = (  # label -> the layouts run together, on disjoint GPUs (`--only A,C`: some phases)
     ("A", {"1gpu-colocate": "0", "2gpu-colocate": "1,2"}),
     ("B", {"4gpu-colocate": "0,1,2,3"}),
     ("C", {"4gpu-seeds": "0,1,2,3"}),
     ("D", {"2gpu-server": "0,1"}),
+    ("E", {"4gpu-colocate-tp2": "0,1,2,3"}),
+    ("F", {"3gpu-server-ddp": "0,1,2"}),
+    ("G", {"3gpu-server-zero2": "0,1,2"}),
+    ("H", {"3gpu-server-zero3": "0,1,2"}),
 )
 
 
@@ -51,11 +61,11 @@ def shape_06b(ctx: Context) -> tuple[int, str]:
 
 def layout_command(ctx: Context, name: str, gpus: str, model: str, steps: int) -> list[str]:
     """`arc-trl serve` of the layout's config on `gpus` (ports picked free), the 8B shape, turns forced full."""
-    config, count = LAYOUTS[name]
+    config, count, extra = LAYOUTS[name]
     assert len(gpus.split(",")) == count, (name, gpus)
     teacher = ["--teacher_model", model] if name == "4gpu-seeds" else []
     return [PY, "-m", "arc_trl", "serve", "--config", config, "--gpus", gpus, "--auto-ports", "--",
-            "--model_name_or_path", model, *teacher, "--max_steps", str(steps), "--report_to", "none",
+            "--model_name_or_path", model, *teacher, *extra, "--max_steps", str(steps), "--report_to", "none",
             "--save_strategy", "no", "--benchmark_full_turns", "true", "--collapse_guard", "off", "--seed", "0",
             "--output_dir", str(ctx.work / "runs" / f"layout-{name}")]
 
@@ -98,6 +108,7 @@ def _record(ctx: Context, name: str, gpus: str, command: list[str], code: int, w
         "layout": name,
         "config": LAYOUTS[name][0],
         "gpus": LAYOUTS[name][1],
+        "extra_flags": list(LAYOUTS[name][2]),
         "gpu_ids": gpus.split(","),
         "exit_code": code,
         "wall_s": round(wall_s, 1),
@@ -149,7 +160,13 @@ def multigpu(ctx: Context) -> int:
     code_small, small = shape_06b(ctx)
     steps = ctx.steps or 3
     codes = [code, code_small]
+    chosen = set(ctx.only.split(",")) if ctx.only else {"A", "B", "C", "D"}
+    unknown = chosen - {label for label, _ in PHASES}
+    if unknown:
+        raise SystemExit(f"multigpu --only: unknown phase(s) {sorted(unknown)}; phases: {[p for p, _ in PHASES]}")
     for label, runs in PHASES:
+        if label not in chosen:
+            continue
         if label == "C":
             codes.append(engine_check(ctx, small, "0,1,2"))
         if label == "D":
