@@ -109,6 +109,34 @@ def summary(root: Path) -> dict[str, Any]:
             data = [{k: d.get(k) for k in ("failure", "stopped_s", "since", "exit_code", "leftover_processes",
                                            "gpu_used_mib_after", "said")} for d in data["drills"]]
         result[key] = data if data is not None else f"not measured: no {FOLDER}/{name}"
+    learning = folder / "server_learning.json"
+    result["server_learning"] = server_learning(json.loads(learning.read_text())) if learning.exists() else (
+        f"not measured: no {FOLDER}/server_learning.json (python -m arc_experiments.gpu server-learning)")
     drift = folder / "lora_drift.json"
     result["base_drift_after_100_syncs"] = json.loads(drift.read_text()) if drift.exists() else "not measured"
     return result
+
+
+def server_learning(record: dict[str, Any]) -> dict[str, Any]:
+    """Each run's reward (first / last steps) and held-out pass@1 at each evaluated step (the per-task mean)."""
+    import tempfile
+
+    import yaml
+
+    from arc_experiments.learning.sweep_choice import per_task_from_attempts
+
+    config = yaml.safe_load(Path(record["config"]).read_text()) if Path(record["config"]).exists() else {}
+    dataset = record.get("eval_dataset") or config.get("eval_dataset")
+    runs = {}
+    for name, run in record["runs"].items():
+        summary = run.get("run_summary") or {}
+        pass1 = {}
+        for step, text in run["evaluations"].items():
+            with tempfile.NamedTemporaryFile("w", suffix=".jsonl") as handle:
+                handle.write(text)
+                handle.flush()
+                per_task = per_task_from_attempts(Path(handle.name), dataset)
+            pass1[step] = round(sum(per_task.values()) / len(per_task), 4) if per_task else None
+        runs[name] = {"reward_first_steps": summary.get("reward_first_steps"),
+                      "reward_last_steps": summary.get("reward_last_steps"), "heldout_pass1": pass1}
+    return {"eval_dataset": dataset, "runs": runs}

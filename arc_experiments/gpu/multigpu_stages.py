@@ -194,3 +194,49 @@ def drills(ctx: Context) -> int:
     return code or run(ctx, "drills", 900, [PY, "benchmarks/multigpu_drills.py", "--model", small, "--gpus", "0,1",
                                             "--work", str(ctx.work / "drills"), "--out",
                                             str(ctx.out / "multigpu" / "drills.json")])
+
+
+SMOLLM2 = "configs/gpu/smollm2"
+
+
+def server_learning(ctx: Context) -> int:
+    """The learning subject (SmolLM2 after SFT) with GRPO alone's validation-chosen recipe (arms.yaml's s0_grpo-only),
+    20 steps, seed 0, colocated on GPU 0 beside the 2-GPU server layout on GPUs 1-2, both scored in the run on the
+    held-out tasks at steps 0 and 20: the server path learns as the colocated one does"""
+    from dataclasses import replace
+
+    ctx = replace(ctx, configs=SMOLLM2)
+    codes = [
+        run(ctx, "shared", max(ctx.limit, 900), ctx.demo("--only", "student", "--with-needs")),
+        run(ctx, "arms-configs", 300, [PY, "-m", "arc_trl", "sweep", f"{SMOLLM2}/arms.yaml", "--dry-run",
+                                       "--command", f"{PY} -m arc_trl train"]),
+    ]
+    config = str(ctx.learning / "arms" / "s0_grpo-only" / "config.yaml")
+    layouts = {  # name -> (GPUs, the layout's flags)
+        "colocate": ("0", []),
+        "server": ("1,2", ["--vllm_mode", "server", "--vllm_gpus", "1", "--trainer_gpus", "1"]),
+    }
+    processes = {}
+    for name, (gpus, flags) in layouts.items():
+        out = ctx.work / "server-learning" / name
+        processes[name] = start(ctx, f"server-learning-{name}", [
+            PY, "-m", "arc_trl", "serve", "--config", config, "--gpus", gpus, "--auto-ports", "--", *flags,
+            "--max_steps", "20", "--output_dir", str(out), "--save_strategy", "no"])
+    for process in processes.values():
+        codes.append(0 if process is None else process.wait())
+    if not ctx.dry_run:
+        from arc_experiments.learning.sweep_choice import evaluations
+
+        import yaml
+
+        result = {"config": config, "eval_dataset": yaml.safe_load(open(config))["eval_dataset"], "runs": {}}
+        for name in layouts:
+            out = ctx.work / "server-learning" / name
+            summary = out / "run_summary.json"
+            result["runs"][name] = {
+                "run_summary": json.loads(summary.read_text()) if summary.exists() else None,
+                "evaluations": {step: path.read_text() for step, path in evaluations(out)},
+            }
+        (ctx.out / "multigpu").mkdir(parents=True, exist_ok=True)
+        (ctx.out / "multigpu" / "server_learning.json").write_text(json.dumps(result))
+    return failed(*codes)

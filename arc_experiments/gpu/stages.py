@@ -41,6 +41,7 @@ STAGES: dict[str, Stage] = {
     "profile": profile.profile,
     "multigpu": multigpu.multigpu,
     "drills": multigpu.drills,
+    "server-learning": multigpu.server_learning,
 }
 
 

@@ -115,3 +115,28 @@ def test_a_partial_layout_reads_its_first_step_from_the_trainer_log(tmp_path):
     row = partial_row("4gpu-seeds", 4, log, 61.4, "lost")
     assert row["first_step_s"] == 58.97 and row["generate_s"] == 29.01 and row["step_s"] is None
     assert row["first_step_speedup"] == round(61.4 / 58.97, 3) and row["log"] == "results/gpu_multigpu/logs/t.log"
+
+
+def test_server_learning_scores_each_run_at_each_evaluated_step():
+    import json as _json
+
+    from arc_experiments.figures.multigpu import server_learning
+    from arc_trl import load_tasks
+
+    spec = "synthetic:n=2,seed=1,difficulty=tiny,families=rotate"
+    solved, missed = load_tasks(spec)
+
+    def attempts(right: int) -> str:  # 2 attempts per task; the first task right `right` times, the second never
+        rows = [{"task_id": solved.id, "outcome": {"test_predictions": solved.test_outputs if i < right else None}}
+                for i in range(2)]
+        rows += [{"task_id": missed.id, "outcome": {"test_predictions": None}} for _ in range(2)]
+        return "\n".join(_json.dumps(r) for r in rows)
+
+    record = {"config": "absent.yaml", "eval_dataset": spec, "runs": {
+        "colocate": {"run_summary": {"reward_first_steps": 1.0, "reward_last_steps": 2.0},
+                     "evaluations": {"0": attempts(0), "20": attempts(2)}},
+        "server": {"run_summary": None, "evaluations": {"20": attempts(1)}}}}
+    result = server_learning(record)
+    assert result["runs"]["colocate"] == {"reward_first_steps": 1.0, "reward_last_steps": 2.0,
+                                          "heldout_pass1": {"0": 0.0, "20": 0.5}}
+    assert result["runs"]["server"]["heldout_pass1"] == {"20": 0.25}  # (1/2 + 0) / 2 tasks
