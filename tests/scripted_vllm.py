@@ -61,7 +61,7 @@ def scripted_vllm_trainer(model_dir, out, mode: str, teacher: bool, texts=None, 
 
     trainer._generate_single_turn = scripted_single_turn
     trainer.use_vllm = True  # TRL's vLLM-only paths (importance sampling correction) on the scripted output
-    trainer.vllm_generation = SimpleNamespace(max_completion_length=64, temperature=1.0)
+    trainer.vllm_generation = SimpleNamespace(mode="colocate", max_completion_length=64, temperature=1.0)
     trainer._last_loaded_step = trainer.state.global_step  # nothing to sync
     trainer.model.train()
     trainer.current_gradient_accumulation_steps = 1

@@ -49,7 +49,7 @@ def scored(tiny_model_dir, tmp_path_factory):
 
     trainer._generate_single_turn = scripted_single_turn
     trainer.use_vllm = True  # TRL's vLLM-only paths (importance sampling correction) on the scripted output
-    trainer.vllm_generation = SimpleNamespace(max_completion_length=64, temperature=1.0)
+    trainer.vllm_generation = SimpleNamespace(mode="colocate", max_completion_length=64, temperature=1.0)
     trainer._last_loaded_step = trainer.state.global_step  # nothing to sync
     try:
         trainer.model.train()
