@@ -33,7 +33,7 @@ def _peft_trainer(model_dir, out, dtype: torch.dtype, use_vllm: bool = False):
     args = GRPOConfig(output_dir=str(out), num_generations=2, per_device_train_batch_size=2, max_steps=1,
                       max_completion_length=16, use_cpu=True, bf16=False, report_to=[], seed=0, beta=0.0,
                       model_init_kwargs={"dtype": dtype}, **vllm)
-    tokenizer, _ = load_tokenizer(ModelConfig(model_name_or_path=str(model_dir)), arc)
+    tokenizer, _ = load_tokenizer(ModelConfig(model_name_or_path=str(model_dir)))
     dataset = build_dataset(load_tasks("arc-agi-1/train", ids=["6150a2bd"]), "repl", tokenizer=tokenizer)
     lora = LoraConfig(r=8, lora_alpha=16, target_modules="all-linear", task_type="CAUSAL_LM")
     trainer = ArcGRPOTrainer(str(model_dir), args, arc, train_dataset=dataset, processing_class=tokenizer,
