@@ -7,7 +7,9 @@ rounding) and plays the trainer on the third: the model with a LoRA adapter whos
 from the served base), pushed over TRL's NCCL weight transfer with the trainer's own LoRA walk
 (`arc_trl.trainer.lora_merge.merged_named_params`). Temperature-0 tokens pinned to each engine (vLLM's
 `X-data-parallel-rank`), before and after the push, are compared with the trainer's greedy tokens of the merged
-policy and of the base: before, each engine should agree with the base; after, with the merged policy.
+policy and of the base: before, each engine should agree with the base; after, with the merged policy. Which engine
+served each request is read from vLLM's per-engine finished-request counters (/metrics), so a header the server
+ignored shows up as `routing_verified: false` rather than as two answers from one engine.
 """
 
 from __future__ import annotations
@@ -49,6 +51,21 @@ def wait_healthy(url: str, server: subprocess.Popen, timeout_s: float) -> None:
             pass
         time.sleep(2)
     raise RuntimeError(f"the server was not healthy after {timeout_s:.0f} s")
+
+
+def finished_per_engine(url: str) -> dict[str, float] | None:
+    """vLLM's `vllm:request_success_total` summed per `engine` label (its Prometheus /metrics), None without it."""
+    try:
+        with urllib.request.urlopen(url + "/metrics", timeout=10) as response:
+            text = response.read().decode()
+    except OSError:
+        return None
+    totals: dict[str, float] = {}
+    for line in text.splitlines():
+        if line.startswith("vllm:request_success_total{") and 'engine="' in line:
+            engine = line.split('engine="', 1)[1].split('"', 1)[0]
+            totals[engine] = totals.get(engine, 0.0) + float(line.rsplit(" ", 1)[1])
+    return totals or None
 
 
 def agreement(a: list[int], b: list[int]) -> int:
@@ -127,11 +144,17 @@ def check(args, url: str, server: subprocess.Popen) -> int:
         clients.append(client)
     engines = server_engines(clients[0])
 
+    served_by: list[str | None] = []  # which engine's finished-request counter moved for each pinned request
+
     def engine_tokens() -> list[list[int]]:
         outs = []
         for client in clients:
+            before = finished_per_engine(url)
             out = client.generate(prompts=[prompt], max_tokens=TOKENS, temperature=0.0, logprobs=None,
                                   generation_kwargs={"min_tokens": TOKENS})
+            after = finished_per_engine(url)
+            moved = [e for e in (after or {}) if (after or {})[e] > (before or {}).get(e, 0.0)]
+            served_by.append(moved[0] if len(moved) == 1 else None)
             outs.append(list(out["completion_ids"][0]))
         return outs
 
@@ -158,6 +181,8 @@ def check(args, url: str, server: subprocess.Popen) -> int:
         "after": [{"engine": e, "agrees_with_base": agreement(t, base_tokens),
                    "agrees_with_policy": agreement(t, policy_tokens)} for e, t in enumerate(after)],
     }
+    result["served_by_engine"] = served_by  # per request, before then after: [0, 1, 0, 1] when the pins held
+    result["routing_verified"] = served_by == [str(e) for e in range(ENGINES)] * 2
     result["every_engine_has_the_policy"] = all(r["agrees_with_policy"] == TOKENS for r in result["after"])
     args.out.parent.mkdir(parents=True, exist_ok=True)
     args.out.write_text(json.dumps(result, indent=1))

@@ -129,15 +129,16 @@ def run_drill(name: str, model: str, gpus: list[str], work: Path, step_timeout_s
     try:
         if holder is None:  # wait for the first step, then kill the target while the next one runs
             deadline = time.monotonic() + step_timeout_s
-            while process.poll() is None and time.monotonic() < deadline:
-                if "'reward'" in log.read_text(errors="replace"):
-                    break
+            stepped = False
+            while process.poll() is None and time.monotonic() < deadline and not stepped:
+                stepped = "'reward'" in log.read_text(errors="replace")
                 time.sleep(2)
             time.sleep(3)  # into the next step's generation
             pid = target_pid(name, log)
             result["killed_pid"] = pid
-            if pid is None or process.poll() is not None:
-                result["error"] = "the run ended or never reached a step before the kill" if pid else "no target"
+            if not stepped or pid is None or process.poll() is not None:
+                result["error"] = ("no step logged before the kill" if not stepped else
+                                   "no target process" if pid is None else "the run had ended before the kill")
             else:
                 os.kill(pid, signal.SIGKILL)
                 killed_at = time.monotonic()

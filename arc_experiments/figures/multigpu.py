@@ -101,7 +101,7 @@ def summary(root: Path) -> dict[str, Any]:
         result["layouts"].append(partial_row(
             "4gpu-seeds", 4, partial, first_step_s(records[BASELINE]),
             "the seeds' layout (configs/qwen3-8b-4gpu.yaml: 2 data-parallel student engines, trainer, teacher server): "
-            "its machine was lost after step 1, so only the first step (one-time warm-up included) is measured"))
+            "its machine was lost during step 2, so only the first step (one-time warm-up included) is measured"))
     for key, name in (("drills", "drills.json"), ("engine_check", "engine_check.json")):
         path = folder / name
         data = json.loads(path.read_text()) if path.exists() else None

@@ -8,7 +8,8 @@ results so far are packed (a machine taken back mid-queue leaves the phases befo
   E: 4 GPUs colocated, vLLM tensor parallel 2          F, G, H: a server GPU + 2 trainer GPUs (DDP, ZeRO-2, ZeRO-3)
 Every run: configs/qwen3-8b-*.yaml through `arc-trl serve`, the random 8B shape with every turn forced to its cap,
 the same 32 episodes a step. Each writes OUT/multigpu/layout_NAME.json (its run summary, per-GPU peak memory from
-nvidia-smi, the command); benchmarks/multigpu_summary.py turns them into results/gpu_multigpu_summary.json.
+nvidia-smi, the command); committed under results/gpu_multigpu/, `python -m arc_experiments.figures multigpu` turns
+them into results/gpu_multigpu_summary.json.
 """
 
 from __future__ import annotations
@@ -132,17 +133,22 @@ def _phase(ctx: Context, label: str, runs: dict[str, str], model: str, steps: in
         return 0
     with GpuPeaks(ctx.work / "logs" / f"gpu_peaks_{label}.csv") as sampler:
         processes = {name: start(ctx, f"layout-{name}", command) for name, command in commands.items()}
-        codes = {}
+        codes, ended = {}, {}
         for name, process in processes.items():
             try:
                 codes[name] = process.wait(timeout=max(1, limit - (time.time() - started)))
-            except subprocess.TimeoutExpired:
+            except subprocess.TimeoutExpired:  # the runner stops its servers and trainer on SIGTERM (<= 80 s)
                 process.terminate()
-                process.wait(timeout=60)
+                try:
+                    process.wait(timeout=120)
+                except subprocess.TimeoutExpired:
+                    process.kill()
+                    process.wait()
                 codes[name] = 124
+            ended[name] = time.time()
     for name, gpus in runs.items():
         others = [other for other in runs if other != name] + (beside or {}).get(name, [])
-        _record(ctx, name, gpus, commands[name], codes[name], time.time() - started, sampler.peaks(), others)
+        _record(ctx, name, gpus, commands[name], codes[name], ended[name] - started, sampler.peaks(), others)
         print(f"   {name}: rc={codes[name]}", flush=True)
     return failed(*codes.values())
 

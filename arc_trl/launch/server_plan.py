@@ -142,9 +142,11 @@ def _teacher_server(config: dict, gpus: list[str] | None, port: int, split: GpuS
 
 
 def port_in_use(port: int) -> bool:
-    """True when something on this machine listens on (or holds) TCP `port`."""
+    """True when something on this machine listens on TCP `port`. The probe binds with SO_REUSEADDR, as vLLM's
+    server and torch's rendezvous do: a port a stopped run left in TIME_WAIT is free for them, and for this probe."""
     for host in ("0.0.0.0", "127.0.0.1"):
         with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+            sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
             try:
                 sock.bind((host, port))
             except OSError:
@@ -153,7 +155,9 @@ def port_in_use(port: int) -> bool:
 
 
 def _trainer_port(command: list[str], flag: str) -> int | None:
-    return int(command[command.index(flag) + 1]) if flag in command else None
+    """The value of the last `flag` in `command` (argparse keeps the last one), None without it."""
+    at = [i for i, arg in enumerate(command[:-1]) if arg == flag]
+    return int(command[at[-1] + 1]) if at else None
 
 
 def _main_process_port(accelerate_config: str | None) -> int:
@@ -183,6 +187,7 @@ PLAN_KEYS = (  # the training keys the plan reads: a `--key value` on the comman
     "vllm_gpus", "teacher_gpus", "accelerate_config", "vllm_server_args", "teacher_server_args",
     "server_startup_timeout", "output_dir",
 )
+BOOLEAN_PLAN_KEYS = ("use_vllm",)
 
 
 def with_overrides(config: dict, train_args: list[str]) -> dict:
@@ -191,7 +196,7 @@ def with_overrides(config: dict, train_args: list[str]) -> dict:
     import yaml
 
     merged = dict(config)
-    for i, arg in enumerate(train_args):
+    for i, arg in enumerate(train_args):  # in order: a later occurrence wins, as in the trainer's parser
         if not arg.startswith("--"):
             continue
         key, has_value, value = arg[2:].partition("=")
@@ -199,6 +204,8 @@ def with_overrides(config: dict, train_args: list[str]) -> dict:
             continue
         if not has_value:
             if i + 1 >= len(train_args) or train_args[i + 1].startswith("--"):
+                if key in BOOLEAN_PLAN_KEYS:  # a bare boolean flag means true to HfArgumentParser
+                    merged[key] = True
                 continue
             value = train_args[i + 1]
         merged[key] = yaml.safe_load(value) if value else value

@@ -125,16 +125,25 @@ def taken_ports(plan: LaunchPlan) -> list[str]:
     return [f"{port} ({what})" for what, port in plan.ports.items() if port_in_use(port)]
 
 
-def _tee(stream, path: Path) -> threading.Thread:
-    """Copy a process's output, line by line, to our stdout and to `path` (a thread; ends with the stream)."""
+def _tee(stream, log) -> threading.Thread:
+    """Copy a process's output, line by line, to our stdout and to the open file `log` (a thread that ends with the
+    stream). It never stops reading before the stream ends, whatever fails to be written: a full pipe would block
+    the process on its next print."""
+
+    def write(target, line: bytes) -> bool:
+        try:
+            target.write(line)
+            target.flush()
+            return True
+        except (OSError, ValueError, AttributeError):
+            return False
 
     def copy() -> None:
-        with open(path, "ab") as log:
-            for line in iter(stream.readline, b""):
-                log.write(line)
-                log.flush()
-                sys.stdout.buffer.write(line)
-                sys.stdout.flush()
+        console, to_log = getattr(sys.stdout, "buffer", None), True
+        for line in iter(stream.readline, b""):
+            to_log = to_log and write(log, line)
+            console = console if console is not None and write(console, line) else None
+        log.close()
 
     thread = threading.Thread(target=copy, name="trainer-output", daemon=True)
     thread.start()
@@ -167,9 +176,10 @@ def run_plan(plan: LaunchPlan, log_dir: Path, config_env: dict | None = None,
             sys.stdout.flush()
             log_dir.mkdir(parents=True, exist_ok=True)
             trainer_log = log_dir / "trainer.log"
+            log = open(trainer_log, "ab")  # noqa: SIM115  closed by the copying thread at the output's end
             trainer = start(plan.trainer.command, process_env(plan.trainer, config_env), stdout=subprocess.PIPE)
             started.append(trainer)
-            copier = _tee(trainer.stdout, trainer_log)
+            copier = _tee(trainer.stdout, log)
             while (code := trainer.poll()) is None:
                 for spec, process, log in servers:
                     if process.poll() is not None:

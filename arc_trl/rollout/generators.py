@@ -15,7 +15,7 @@ from typing import Protocol
 
 import torch
 
-from arc_trl.trl_internals import generate_single_turn
+from arc_trl.trl_internals import generate_single_turn, sync_weights_once_per_step
 
 
 class Generator(Protocol):
@@ -106,7 +106,8 @@ class TrainerGenerator:
             from arc_trl.rollout.streams import open_stream, run_turn  # streams imports this module
 
             keys = list(range(len(sequences))) if keys is None else keys
-            if not keys:  # a process with no episode left: nothing to send (no collective call follows)
+            if not keys:  # a process with no episode left sends nothing, but takes part in the step's first sync
+                sync_weights_once_per_step(self.trainer)  # (collective: ZeRO-3 gathers, every process walks)
                 return [], []
             with generation_overrides(self.trainer, max_tokens=max_tokens, full_turn_end=self.full_turn_end):
                 return run_turn(open_stream(self), sequences[: len(keys)], max_tokens, keys)

@@ -134,9 +134,8 @@ class ServerStream:
         for future in done:
             key = self.running.pop(future)
             out = future.result()  # a failed request raises here, in the scheduling thread
-            lps = out.get("logprobs")  # per token: top-ranked logprobs, the sampled token's first
-            seq_lps = None if lps is None else [math.nan if not lp or lp[0] is None else float(lp[0]) for lp in lps[0]]
-            finished.append((key, list(out["completion_ids"][0]), seq_lps))
+            ids = list(out["completion_ids"][0])
+            finished.append((key, ids, sampled_server_logprobs(out, ids)))
         return finished
 
     def close(self) -> None:
@@ -151,6 +150,26 @@ class ServerStream:
 
 # ----------------------------------------------------------------------------------------------------------------
 # which stream for which generator
+
+
+def sampled_server_logprobs(out: dict[str, Any], ids: list[int]) -> list[float] | None:
+    """The sampled tokens' log-probs from `VLLMClient.generate`'s reply for one prompt (None when it has none). Each
+    position lists log-probs sorted by value (`logprob_token_ids` beside them), the sampled token among them but not
+    necessarily first: it is found by id. NaN where the server gave none (never 0.0: that claims certainty)."""
+    lps = out.get("logprobs")
+    if lps is None:
+        return None
+    token_ids = out.get("logprob_token_ids")
+    values = []
+    for i, (token, position) in enumerate(zip(ids, lps[0])):
+        if token_ids:  # find the sampled token among the listed ones
+            listed = token_ids[0][i]
+            at = listed.index(token) if token in listed else None
+        else:  # a reply without ids (logprobs=0): the one value given is the sampled token's
+            at = 0
+        value = position[at] if position and at is not None and at < len(position) else None
+        values.append(math.nan if value is None else float(value))
+    return values
 
 
 def run_turn(stream: RequestStream, sequences: list[list[int]], max_tokens: int,

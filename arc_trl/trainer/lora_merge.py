@@ -24,20 +24,37 @@ def lora_layers(model: nn.Module) -> list[nn.Module]:
 
 
 def unsupported_lora(model: nn.Module) -> str | None:
-    """Why `merged_named_params` cannot serve `model` (None when it can): LoRA variants (DoRA and others) merge by
-    their own rules, which this module does not reproduce."""
+    """Why `merged_named_params` cannot serve `model` (None when it can). Served: PEFT's plain `Linear`, `Embedding`
+    and convolution LoRA layers on ordinary (unquantized) weights, one layer per base weight. Not: LoRA variants
+    (DoRA and others merge by their own rules), other layer types (e.g. `MultiheadAttention`, `ParamWrapper`),
+    quantized bases (bitsandbytes packs them), a base weight shared by two LoRA layers."""
+    from peft.tuners.lora import layer as lora
+
+    served = (lora.Linear, lora.Embedding, lora._ConvNd)
+    seen: set[int] = set()
     for module in lora_layers(model):
+        if not isinstance(module, served):
+            return f"{type(module).__name__} LoRA layers (served: Linear, Embedding, Conv)"
         variants = getattr(module, "lora_variant", {}) or {}
         if any(adapter in variants for adapter in module.active_adapters):
             return f"{type(module).__name__} uses a LoRA variant ({', '.join(sorted(variants))}), e.g. DoRA"
+        weight = getattr(module.get_base_layer(), "weight", None)
+        if not isinstance(weight, torch.Tensor) or not weight.dtype.is_floating_point:
+            return f"{type(module).__name__} on a {type(weight).__name__} base weight (quantized?)"
+        if id(weight) in seen:
+            return "a base weight shared by two LoRA layers"
+        seen.add(id(weight))
     return None
 
 
 def merged_value(module: nn.Module, param: nn.Parameter) -> torch.Tensor | None:
     """`param` (the base weight or bias of the LoRA layer `module`) with the active adapters merged into a copy, in
-    the order and with the operation of PEFT's `merge` (`weight += delta`; with `lora_bias`, `bias += B.bias *
-    scaling`), so the bits equal an in-place merge's;
-    None when nothing is merged into it (adapters disabled, or already merged in place)."""
+    the order and with the operations of PEFT's own `merge` for that layer type, so the bits equal an in-place
+    merge's: `Linear` and the convolutions add the (possibly float32) delta in place, one rounding; `Embedding`
+    rounds the delta to the weight's dtype first; with `lora_bias`, `bias += B.bias * scaling`. None when nothing
+    is merged into it (adapters disabled, or already merged in place)."""
+    from peft.tuners.lora import layer as lora
+
     if getattr(module, "disable_adapters", False) or getattr(module, "merged", False):
         return None
     is_weight = param is module.get_base_layer().weight
@@ -47,13 +64,15 @@ def merged_value(module: nn.Module, param: nn.Parameter) -> torch.Tensor | None:
             continue
         if is_weight:
             added = module.get_delta_weight(adapter)
+            if isinstance(module, lora.Embedding):  # Embedding.merge: `+= delta.to(orig_dtype)`
+                added = added.to(param.dtype)
         elif getattr(module, "lora_bias", {}).get(adapter, False):
             added = module.lora_B[adapter].bias * module.scaling[adapter]
         else:
             continue
         if value is None:
             value = param.data.clone()
-        value += added  # in place, like PEFT's merge: one rounding to the weight's dtype (the delta may be float32)
+        value += added  # in place, as PEFT's merge
     return value
 
 
@@ -68,12 +87,11 @@ def merged_named_params(model: nn.Module, vllm_name: Callable[[str], str]) -> It
         if getattr(base, "bias", None) is not None and any(getattr(module, "lora_bias", {}).values()):
             owners[id(base.bias)] = module
     prefix = model.prefix  # "lora_": PEFT's adapter parameters, absent from vLLM
-    with torch.no_grad():
-        for name, param in model.named_parameters():
-            name = name.removeprefix("base_model.model.").replace(".base_layer", "")
-            if prefix in name or "original_module" in name:
-                continue
-            name = vllm_name(name)
-            owner = owners.get(id(param))
+    for name, param in model.named_parameters():
+        name = name.removeprefix("base_model.model.").replace(".base_layer", "")
+        if prefix in name or "original_module" in name:
+            continue
+        owner = owners.get(id(param))
+        with torch.no_grad():  # not across the yield: a consumer that stops early leaves grad mode as it was
             value = merged_value(owner, param) if owner is not None else None
-            yield name, param.data if value is None else value
+        yield vllm_name(name), param.data if value is None else value

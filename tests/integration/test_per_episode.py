@@ -327,3 +327,17 @@ def test_server_stream_keeps_missing_sampler_logprobs_nan():
     [(key, ids, lps)] = finished
     assert key == 0 and ids == [7, 8, 9]
     assert lps[0] == -0.5 and math.isnan(lps[1]) and math.isnan(lps[2])
+
+
+def test_server_logprobs_are_the_sampled_tokens_not_the_top_ranked():
+    """The server lists each position's log-probs sorted by value, the sampled token among them (with logprobs=N
+    it need not be first): its own value is taken, found by id, and NaN where the server gave none."""
+    import math
+
+    from arc_trl.rollout.streams import sampled_server_logprobs
+
+    reply = {"completion_ids": [[7, 8, 9]], "logprobs": [[[-0.1, -2.0], [-0.3], [-0.2]]],
+             "logprob_token_ids": [[[5, 7], [8], [4]]]}
+    lps = sampled_server_logprobs(reply, [7, 8, 9])
+    assert lps[:2] == [-2.0, -0.3] and math.isnan(lps[2])  # 9 is not among the listed ids
+    assert sampled_server_logprobs({"completion_ids": [[7]], "logprobs": None}, [7]) is None

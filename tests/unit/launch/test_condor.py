@@ -463,3 +463,58 @@ def test_a_failed_trainer_is_named_with_its_log(tmp_path):
     log = tmp_path / "logs" / "trainer.log"
     assert log.exists() and f"trainer exited with code 3; last lines of {log}" in lines[-1]
     assert not alive(int((tmp_path / "server.pid").read_text()))
+
+
+def test_a_port_left_in_time_wait_by_a_stopped_run_is_free():
+    """vLLM's server and torch's rendezvous bind with SO_REUSEADDR: a port a stopped run left in TIME_WAIT is free
+    for them, so the check must not refuse it (a resumed run would be turned away for a minute)."""
+    import socket
+
+    from arc_trl.launch.server_plan import port_in_use
+
+    listener = socket.socket()
+    listener.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    listener.bind(("127.0.0.1", 0))
+    listener.listen()
+    port = listener.getsockname()[1]
+    client = socket.create_connection(("127.0.0.1", port))
+    accepted, _ = listener.accept()
+    assert port_in_use(port)  # listening
+    accepted.close()  # the server side closes first: its end of the connection waits in TIME_WAIT
+    time.sleep(0.2)
+    client.close()
+    listener.close()
+    assert not port_in_use(port)
+
+
+def test_bare_boolean_flags_and_repeated_ports_read_as_the_trainer_reads_them(tmp_path):
+    config = {**FOUR_GPU, "use_vllm": False, "teacher_backend": "none", "teacher_gpus": 0}
+    plan = build_plan(config, tmp_path / "c.yaml", list("0123"),
+                      train_args=["--use_vllm", "--vllm_group_port", "5000", "--vllm_group_port", "5001"])
+    assert [spec.role for spec in plan.servers] == ["student-vllm"]  # a bare --use_vllm is true
+    assert plan.ports["vllm_group_port (the NCCL weight-sync group)"] == 5001  # argparse keeps the last
+
+
+def test_the_trainer_output_is_drained_even_when_the_console_cannot_take_it(tmp_path, monkeypatch):
+    """A trainer printing more than a pipe holds, while writes to our stdout fail: the run still ends, and the log
+    has every line."""
+    plan, _ = fake_plan(tmp_path, trainer_mode="0")
+    chatty = tmp_path / "chatty.py"
+    chatty.write_text("import sys\nfor i in range(20000):\n    print(f'line {i:06d} ' + 'x' * 20)\nsys.exit(4)\n")
+    plan.trainer.command = [sys.executable, str(chatty)]
+
+    class BrokenConsole:
+        class buffer:  # noqa: N801 - stands in for sys.stdout.buffer
+            @staticmethod
+            def write(data):
+                raise BrokenPipeError("console gone")
+
+        @staticmethod
+        def flush():
+            pass
+
+    monkeypatch.setattr(sys, "stdout", BrokenConsole())
+    lines: list[str] = []
+    assert run_plan(plan, tmp_path / "logs", printer=lines.append, poll_s=0.1) == 4
+    text = (tmp_path / "logs" / "trainer.log").read_text()
+    assert text.count("\n") == 20000 and text.splitlines()[-1].startswith("line 019999")
