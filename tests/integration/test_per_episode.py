@@ -341,3 +341,15 @@ def test_server_logprobs_are_the_sampled_tokens_not_the_top_ranked():
     lps = sampled_server_logprobs(reply, [7, 8, 9])
     assert lps[:2] == [-2.0, -0.3] and math.isnan(lps[2])  # 9 is not among the listed ids
     assert sampled_server_logprobs({"completion_ids": [[7]], "logprobs": None}, [7]) is None
+
+
+def test_a_process_without_episodes_still_joins_the_steps_weight_sync():
+    """The weight sync is collective (ZeRO-3 gathers, every process walks the weights): a process whose episodes have
+    all ended sends no request, but must not skip the sync the others enter at a new step."""
+    synced = []
+    vg = SimpleNamespace(mode="server", tensor_parallel_size=1, structured_outputs_regex=None,
+                         sync_weights=lambda: synced.append(1))
+    trainer = SimpleNamespace(use_vllm=True, vllm_generation=vg, eos_token_ids=[2], arc_config=None,
+                              state=SimpleNamespace(global_step=5), _last_loaded_step=4)
+    ids, lps = TrainerGenerator(trainer).generate([[1, 2, 3]], 16, keys=[])  # run_episodes' dummy request
+    assert (ids, lps) == ([], []) and synced == [1] and trainer._last_loaded_step == 5
