@@ -1,7 +1,9 @@
 """results/gpu_multigpu_summary.json from the files `python -m arc_experiments.gpu multigpu` brought back, committed
-under results/gpu_multigpu/: each layout's record (layout_NAME.json: its run summary's per-step time budget, the
-per-GPU peak memory nvidia-smi saw, the command), the drills (drills.json), the per-engine weight check
-(engine_check.json), the base drift of 100 LoRA syncs (lora_drift.json, benchmarks/lora_drift_bench.py, CPU)."""
+under results/gpu_multigpu/MACHINE/ (one folder per machine, each row against its own machine's one-GPU step): each
+layout's record (layout_NAME.json: its run summary's per-step time budget, the per-GPU peak memory nvidia-smi saw,
+the command), the drills (drills.json), the per-engine weight check (engine_check.json), the learning subject's arms
+(server_learning_ARM.json); and results/gpu_multigpu/lora_drift.json, the base drift of 100 LoRA syncs
+(benchmarks/lora_drift_bench.py, CPU)."""
 
 from __future__ import annotations
 
@@ -50,7 +52,7 @@ def partial_row(name: str, gpus: int, log: Path, baseline_first_s: float | None,
         "first_step_speedup": round(baseline_first_s / first, 3) if first and baseline_first_s else None,
         "generate_s": step.get("time/generate"), "teacher_s": step.get("time/teacher"),
         "train_s": step.get("time/train"), "weight_sync_s": step.get("time/weight_sync"), "note": why,
-        "log": str(log.relative_to(log.parents[3])),
+        "log": str(log.relative_to(next(p for p in log.parents if p.name == "results").parent)),
     }
 
 
@@ -82,61 +84,92 @@ def layout_row(record: dict[str, Any], baseline_step_s: float | None) -> dict[st
     }
 
 
-def summary(root: Path) -> dict[str, Any]:
-    folder = root / FOLDER
+def machine_folders(folder: Path) -> list[Path]:
+    """The machines' folders (results/gpu_multigpu/MACHINE/, each with its own one-GPU step), in name order."""
+    return sorted(p for p in folder.iterdir() if p.is_dir() and (p / "machine.json").exists())
+
+
+def machine_rows(machine: Path, partial_seeds: bool) -> list[dict[str, Any]]:
+    """One machine's layout rows, each against that machine's one-GPU step (and its first step, for a layout that
+    logged only its first step: `partial_seeds`)."""
     records = {json.loads(p.read_text())["layout"]: json.loads(p.read_text())
-               for p in sorted(folder.glob("layout_*.json"))}
+               for p in sorted(machine.glob("layout_*.json"))}
+    if not records:
+        return []  # a machine that ran only checks or drills
     if BASELINE not in records:
-        raise FileNotFoundError(f"{folder}: no layout_{BASELINE}.json (the same machine's one-GPU step)")
+        raise FileNotFoundError(f"{machine}: no layout_{BASELINE}.json (the same machine's one-GPU step)")
     baseline = layout_row(records[BASELINE], None)["step_s"]
-    machine = json.loads((folder / "machine.json").read_text()) if (folder / "machine.json").exists() else {}
-    result: dict[str, Any] = {
-        "machine": machine,
-        "workload": "configs/qwen3-8b-*.yaml: the random Qwen3-8B shape, LoRA r16, 32 episodes of 6 turns x 768 tokens"
-                    " per step, every turn forced to its cap (benchmark_full_turns); step figures: mean of steps 2+",
-        "layouts": [layout_row(records[name], baseline) for name in records],
-    }
-    partial = folder / "logs" / "layout-4gpu-seeds-trainer.log"
-    if partial.exists() and "4gpu-seeds" not in records:
-        result["layouts"].append(partial_row(
+    rows = [{"machine": machine.name, **layout_row(records[name], baseline)} for name in records]
+    partial = machine / "logs" / "layout-4gpu-seeds-trainer.log"
+    if partial_seeds and partial.exists() and "4gpu-seeds" not in records:
+        rows.append({"machine": machine.name, **partial_row(
             "4gpu-seeds", 4, partial, first_step_s(records[BASELINE]),
             "the seeds' layout (configs/qwen3-8b-4gpu.yaml: 2 data-parallel student engines, trainer, teacher server): "
-            "its machine was lost during step 2, so only the first step (one-time warm-up included) is measured"))
+            "its machine was lost during step 2, so only the first step (one-time warm-up included) is measured")})
+    return rows
+
+
+def newest(machines: list[Path], name: str) -> tuple[str, Any] | None:
+    """(machine, contents) of the last machine that has results file `name`."""
+    found = [(m.name, json.loads((m / name).read_text())) for m in machines if (m / name).exists()]
+    return found[-1] if found else None
+
+
+def summary(root: Path) -> dict[str, Any]:
+    folder = root / FOLDER
+    machines = machine_folders(folder)
+    if not machines:
+        raise FileNotFoundError(f"{folder}: no MACHINE/machine.json (python -m arc_experiments.gpu multigpu's output)")
+    seeds_measured = any((m / "layout_4gpu-seeds.json").exists() for m in machines)
+    result: dict[str, Any] = {
+        "machines": {m.name: json.loads((m / "machine.json").read_text()) for m in machines},
+        "workload": "configs/qwen3-8b-*.yaml: the random Qwen3-8B shape, LoRA r16, 32 episodes of 6 turns x 768 tokens"
+                    " per step, every turn forced to its cap (benchmark_full_turns); step figures: mean of steps 2+;"
+                    " each row against the one-GPU step of its own machine",
+        "layouts": [row for m in machines for row in machine_rows(m, not seeds_measured)],
+    }
     for key, name in (("drills", "drills.json"), ("engine_check", "engine_check.json")):
-        path = folder / name
-        data = json.loads(path.read_text()) if path.exists() else None
-        if key == "drills" and data is not None:
+        found = newest(machines, name)
+        if found is None:
+            result[key] = f"not measured: no {FOLDER}/MACHINE/{name}"
+            continue
+        machine, data = found
+        if key == "drills":
             data = [{k: d.get(k) for k in ("failure", "stopped_s", "since", "exit_code", "leftover_processes",
                                            "gpu_used_mib_after", "said")} for d in data["drills"]]
-        result[key] = data if data is not None else f"not measured: no {FOLDER}/{name}"
-    learning = folder / "server_learning.json"
-    result["server_learning"] = server_learning(json.loads(learning.read_text())) if learning.exists() else (
-        f"not measured: no {FOLDER}/server_learning.json (python -m arc_experiments.gpu server-learning)")
+        result[key] = data
+        result[f"{key}_machine"] = machine
+    arms = {p.stem.removeprefix("server_learning_"): (m.name, json.loads(p.read_text()))
+            for m in machines for p in sorted(m.glob("server_learning_*.json"))}
+    result["server_learning"] = server_learning(arms) if arms else (
+        f"not measured: no {FOLDER}/MACHINE/server_learning_ARM.json (python -m arc_experiments.gpu server-learning)")
     drift = folder / "lora_drift.json"
     result["base_drift_after_100_syncs"] = json.loads(drift.read_text()) if drift.exists() else "not measured"
     return result
 
 
-def server_learning(record: dict[str, Any]) -> dict[str, Any]:
-    """Each run's reward (first / last steps) and held-out pass@1 at each evaluated step (the per-task mean)."""
+def server_learning(arms: dict[str, tuple[str, dict[str, Any]]]) -> dict[str, Any]:
+    """Each arm's (colocated, server) reward (first / last steps) and held-out pass@1 at each evaluated step (the
+    per-task mean); `arms`: name -> (machine, its server_learning_ARM.json)."""
     import tempfile
-
-    import yaml
 
     from arc_experiments.learning.sweep_choice import per_task_from_attempts
 
-    config = yaml.safe_load(Path(record["config"]).read_text()) if Path(record["config"]).exists() else {}
-    dataset = record.get("eval_dataset") or config.get("eval_dataset")
+    datasets = {record.get("eval_dataset") for _, record in arms.values()}
+    if len(datasets) != 1:
+        raise ValueError(f"server_learning arms were scored on different datasets: {sorted(map(str, datasets))}")
+    dataset = datasets.pop()
     runs = {}
-    for name, run in record["runs"].items():
-        summary = run.get("run_summary") or {}
+    for name, (machine, record) in sorted(arms.items()):
+        summary = record.get("run_summary") or {}
         pass1 = {}
-        for step, text in run["evaluations"].items():
+        for step, text in record["evaluations"].items():
             with tempfile.NamedTemporaryFile("w", suffix=".jsonl") as handle:
                 handle.write(text)
                 handle.flush()
                 per_task = per_task_from_attempts(Path(handle.name), dataset)
             pass1[step] = round(sum(per_task.values()) / len(per_task), 4) if per_task else None
-        runs[name] = {"reward_first_steps": summary.get("reward_first_steps"),
+        runs[name] = {"machine": machine, "gpus": record.get("gpus"), "exit_code": record.get("exit_code"),
+                      "reward_first_steps": summary.get("reward_first_steps"),
                       "reward_last_steps": summary.get("reward_last_steps"), "heldout_pass1": pass1}
     return {"eval_dataset": dataset, "runs": runs}

@@ -1,15 +1,13 @@
-"""Multi-GPU stages (docs/multigpu.md): the 8B recipe's layouts on 1, 2 and 4 GPUs of one machine, the per-engine
-weight check of a data-parallel student server, and the failure drills.
+"""Multi-GPU stages (docs/multigpu.md): the 8B recipe's layouts on 1, 2, 3 and 4 GPUs of one machine, the per-engine
+weight check of a data-parallel student server, the failure drills, and the learning subject through the server path.
 
-`multigpu` runs phases, each a set of runs on disjoint GPUs started together and waited for; after each phase the
-results so far are packed (a machine taken back mid-queue leaves the phases before). By default A-D; `--only E,F`:
-  A: 1 GPU colocated (GPU 0) beside 2 GPUs colocated (GPUs 1-2)    B: 4 GPUs colocated
-  C: the engine check (GPUs 0-2), then the seeds' 4-GPU layout    D: 2 GPUs server mode (GPUs 0-1) beside the drills
-  E: 4 GPUs colocated, vLLM tensor parallel 2          F, G, H: a server GPU + 2 trainer GPUs (DDP, ZeRO-2, ZeRO-3)
-Every run: configs/qwen3-8b-*.yaml through `arc-trl serve`, the random 8B shape with every turn forced to its cap,
-the same 32 episodes a step. Each writes OUT/multigpu/layout_NAME.json (its run summary, per-GPU peak memory from
-nvidia-smi, the command); committed under results/gpu_multigpu/, `python -m arc_experiments.figures multigpu` turns
-them into results/gpu_multigpu_summary.json.
+`multigpu` runs phases; a phase is a set of jobs on disjoint GPUs, started together and waited for; after each phase
+the results so far are packed (a machine taken back mid-queue leaves the phases before). `--only C,F,E` runs those
+phases in that order (default: all, in PHASES' order).
+Every layout job: configs/qwen3-8b-*.yaml through `arc-trl serve`, the random 8B shape with every turn forced to its
+cap, the same 32 episodes a step. Each writes OUT/multigpu/layout_NAME.json (its run summary, per-GPU peak memory from
+nvidia-smi, the command); committed under results/gpu_multigpu/MACHINE/, `python -m arc_experiments.figures multigpu`
+turns them into results/gpu_multigpu_summary.json, each layout against its own machine's one-GPU step.
 """
 
 from __future__ import annotations
@@ -17,6 +15,8 @@ from __future__ import annotations
 import json
 import subprocess
 import time
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import replace
 from pathlib import Path
 
 from arc_experiments.gpu.measure_stages import PY, shape_8b
@@ -34,16 +34,19 @@ LAYOUTS = {  # name -> (config, GPUs, extra training flags); the configs share t
     "3gpu-server-zero3": ("configs/qwen3-8b-3gpu-server.yaml", 3, ("--accelerate_config", ZERO.format(3))),
     "4gpu-seeds": ("configs/qwen3-8b-4gpu.yaml", 4, ()),
 }
-PHASES = (  # label -> the layouts run together, on disjoint GPUs (`--only A,C`: some phases)
-    ("A", {"1gpu-colocate": "0", "2gpu-colocate": "1,2"}),
-    ("B", {"4gpu-colocate": "0,1,2,3"}),
-    ("C", {"4gpu-seeds": "0,1,2,3"}),
-    ("D", {"2gpu-server": "0,1"}),
-    ("E", {"4gpu-colocate-tp2": "0,1,2,3"}),
-    ("F", {"3gpu-server-ddp": "0,1,2"}),
-    ("G", {"3gpu-server-zero2": "0,1,2"}),
-    ("H", {"3gpu-server-zero3": "0,1,2"}),
-)
+SMALL_MODEL_JOBS = ("engine-check", "drills")  # jobs on the 0.6B shape; `learning-*`: the SmolLM2 student
+PHASES = {  # label -> {job: GPUs}: a layout (LAYOUTS), a check or drill, or the learning subject's student or arm
+    "A": {"1gpu-colocate": "0", "2gpu-colocate": "1,2"},
+    "B": {"4gpu-colocate": "0,1,2,3"},
+    "C": {"engine-check": "0,1,2", "learning-student": "3"},
+    "D": {"4gpu-seeds": "0,1,2,3"},
+    "E": {"2gpu-server": "0,1", "learning-server": "2,3"},
+    "F": {"3gpu-server-ddp": "0,1,2", "1gpu-colocate": "3"},
+    "G": {"3gpu-server-zero2": "0,1,2", "learning-colocate": "3"},
+    "H": {"3gpu-server-zero3": "0,1,2"},
+    "I": {"4gpu-colocate-tp2": "0,1,2,3"},
+    "J": {"drills": "2,3"},
+}
 
 
 def _gpu_ids() -> list[str]:
@@ -114,7 +117,7 @@ def _record(ctx: Context, name: str, gpus: str, command: list[str], code: int, w
         "exit_code": code,
         "wall_s": round(wall_s, 1),
         "peak_mib_per_gpu": {g: peaks.get(g) for g in gpus.split(",")},
-        "beside": beside,  # runs of the same phase on the machine's other GPUs
+        "beside": beside,  # jobs of the same phase on the machine's other GPUs
         "command": command,
         "run_summary": json.loads(summary_path.read_text()) if summary_path.exists() else None,
     }
@@ -122,67 +125,97 @@ def _record(ctx: Context, name: str, gpus: str, command: list[str], code: int, w
     (ctx.out / "multigpu" / f"layout_{name}.json").write_text(json.dumps(record, indent=1))
 
 
-def _phase(ctx: Context, label: str, runs: dict[str, str], model: str, steps: int, limit: int,
-           beside: dict[str, list[str]] | None = None) -> int:
-    """Start the phase's layout runs together, wait for all (each stopped at `limit` s), record each."""
-    started = time.time()
-    commands = {name: layout_command(ctx, name, gpus, model, steps) for name, gpus in runs.items()}
-    if ctx.dry_run:
-        for name, command in commands.items():
-            start(ctx, f"layout-{name}", command)  # printed only
+def _wait(process: subprocess.Popen | None, limit_s: float) -> int:
+    """The exit code of a run started in the background, stopped at `limit_s` (124): the runner stops its servers
+    and trainer on SIGTERM (<= 80 s), killed after 120 s."""
+    if process is None:
         return 0
-    with GpuPeaks(ctx.work / "logs" / f"gpu_peaks_{label}.csv") as sampler:
-        processes = {name: start(ctx, f"layout-{name}", command) for name, command in commands.items()}
-        codes, ended = {}, {}
-        for name, process in processes.items():
-            try:
-                codes[name] = process.wait(timeout=max(1, limit - (time.time() - started)))
-            except subprocess.TimeoutExpired:  # the runner stops its servers and trainer on SIGTERM (<= 80 s)
-                process.terminate()
-                try:
-                    process.wait(timeout=120)
-                except subprocess.TimeoutExpired:
-                    process.kill()
-                    process.wait()
-                codes[name] = 124
-            ended[name] = time.time()
-    for name, gpus in runs.items():
-        others = [other for other in runs if other != name] + (beside or {}).get(name, [])
-        _record(ctx, name, gpus, commands[name], codes[name], ended[name] - started, sampler.peaks(), others)
+    try:
+        return process.wait(timeout=max(1.0, limit_s))
+    except subprocess.TimeoutExpired:
+        process.terminate()
+        try:
+            process.wait(timeout=120)
+        except subprocess.TimeoutExpired:
+            process.kill()
+            process.wait()
+        return 124
+
+
+def _job(ctx: Context, name: str, gpus: str, models: dict[str, str], steps: int, limit_s: float) -> int:
+    """Run one job of a phase on `gpus` until it ends or `limit_s` passes."""
+    if name in LAYOUTS:
+        return _wait(start(ctx, f"layout-{name}", layout_command(ctx, name, gpus, models["8b"], steps)), limit_s)
+    if name == "engine-check":
+        return engine_check(ctx, models["0.6b"], gpus)
+    if name == "drills":
+        return run(ctx, "drills", int(limit_s), drills_command(ctx, models["0.6b"], gpus))
+    if name == "learning-student":
+        return learning_student(ctx, gpus.split(",")[0], int(limit_s))
+    if name.startswith("learning-"):
+        return learning_arm(ctx, name.removeprefix("learning-"), gpus, limit_s)
+    raise ValueError(f"unknown job {name!r}")
+
+
+def _phase(ctx: Context, label: str, jobs: dict[str, str], models: dict[str, str], steps: int, limit_s: int) -> int:
+    """Start the phase's jobs together (in a dry run: one after another, printed only), wait for all, record each
+    layout with the GPU peaks seen."""
+    started = time.time()
+    ended: dict[str, float] = {}
+
+    def job(name: str) -> int:
+        code = _job(ctx, name, jobs[name], models, steps, limit_s - (time.time() - started))
+        ended[name] = time.time()
+        return code
+
+    print(f"-- phase {label}: " + ", ".join(f"{name} on GPUs {gpus}" for name, gpus in jobs.items()), flush=True)
+    if ctx.dry_run:
+        codes = {name: job(name) for name in jobs}
+        return failed(*codes.values())
+    with GpuPeaks(ctx.work / "logs" / f"gpu_peaks_{label}.csv") as sampler, \
+            ThreadPoolExecutor(max_workers=len(jobs)) as pool:
+        futures = {name: pool.submit(job, name) for name in jobs}
+        codes = {name: future.result() for name, future in futures.items()}
+    for name, gpus in jobs.items():
+        if name in LAYOUTS:
+            commands = layout_command(ctx, name, gpus, models["8b"], steps)
+            _record(ctx, name, gpus, commands, codes[name], ended[name] - started, sampler.peaks(),
+                    [other for other in jobs if other != name])
         print(f"   {name}: rc={codes[name]}", flush=True)
     return failed(*codes.values())
 
 
+def chosen_phases(only: str | None) -> list[str]:
+    """The phases to run, in the order asked (`--only C,F`), or all in PHASES' order."""
+    chosen = [label.strip() for label in only.split(",") if label.strip()] if only else list(PHASES)
+    unknown = [label for label in chosen if label not in PHASES]
+    if unknown:
+        raise SystemExit(f"multigpu --only: unknown phase(s) {unknown}; phases: {list(PHASES)}")
+    return chosen
+
+
 def multigpu(ctx: Context) -> int:
-    """The 8B recipe's layouts on 1, 2 and 4 GPUs (phases A-D), the engine check and the failure drills"""
+    """The 8B recipe's layouts on 1-4 GPUs, the engine check, the drills and the learning subject through the server
+    path, as phases of jobs on disjoint GPUs"""
     from arc_experiments.gpu.stages import collect
 
+    chosen = chosen_phases(ctx.only)
     if not ctx.dry_run:  # what the figures were measured on
         (ctx.out / "multigpu").mkdir(parents=True, exist_ok=True)
         topology = subprocess.run(["nvidia-smi", "topo", "-m"], capture_output=True, text=True).stdout
-        machine = {"versions_and_gpu": header(), "gpu_count": len(_gpu_ids()), "topology": topology.splitlines()}
+        machine = {"versions_and_gpu": header(), "gpu_count": len(_gpu_ids()), "topology": topology.splitlines(),
+                   "phases": {label: PHASES[label] for label in chosen}}
         (ctx.out / "multigpu" / "machine.json").write_text(json.dumps(machine, indent=1))
-    code, model = shape_8b(ctx)
-    code_small, small = shape_06b(ctx)
-    steps = ctx.steps or 3
-    codes = [code, code_small]
-    chosen = set(ctx.only.split(",")) if ctx.only else {"A", "B", "C", "D"}
-    unknown = chosen - {label for label, _ in PHASES}
-    if unknown:
-        raise SystemExit(f"multigpu --only: unknown phase(s) {sorted(unknown)}; phases: {[p for p, _ in PHASES]}")
-    for label, runs in PHASES:
-        if label not in chosen:
-            continue
-        if label == "C":
-            codes.append(engine_check(ctx, small, "0,1,2"))
-        if label == "D":
-            drills = start(ctx, "drills", [PY, "benchmarks/multigpu_drills.py", "--model", small, "--gpus", "2,3",
-                                           "--work", str(ctx.work / "drills"), "--out",
-                                           str(ctx.out / "multigpu" / "drills.json")])
-            codes.append(_phase(ctx, label, runs, model, steps, max(ctx.limit, 900), {"2gpu-server": ["drills"]}))
-            codes.append(drills.wait() if drills is not None else 0)
-        else:
-            codes.append(_phase(ctx, label, runs, model, steps, max(ctx.limit, 900)))
+    jobs = {name for label in chosen for name in PHASES[label]}
+    codes, models = [], {}
+    if jobs & set(LAYOUTS):
+        code, models["8b"] = shape_8b(ctx)
+        codes.append(code)
+    if jobs & set(SMALL_MODEL_JOBS):
+        code, models["0.6b"] = shape_06b(ctx)
+        codes.append(code)
+    for label in chosen:
+        codes.append(_phase(ctx, label, PHASES[label], models, ctx.steps or 3, max(ctx.limit, 900)))
         collect(ctx)
     return failed(*codes)
 
@@ -194,55 +227,69 @@ def engine_check(ctx: Context, model: str, gpus: str) -> int:
                                           "--out", str(ctx.out / "multigpu" / "engine_check.json")])
 
 
+def drills_command(ctx: Context, model: str, gpus: str) -> list[str]:
+    return [PY, "benchmarks/multigpu_drills.py", "--model", model, "--gpus", gpus, "--work", str(ctx.work / "drills"),
+            "--out", str(ctx.out / "multigpu" / "drills.json")]
+
+
 def drills(ctx: Context) -> int:
     """The failure drills alone (benchmarks/multigpu_drills.py) on GPUs 0-1"""
     code, small = shape_06b(ctx)
-    return code or run(ctx, "drills", 900, [PY, "benchmarks/multigpu_drills.py", "--model", small, "--gpus", "0,1",
-                                            "--work", str(ctx.work / "drills"), "--out",
-                                            str(ctx.out / "multigpu" / "drills.json")])
+    return code or run(ctx, "drills", 900, drills_command(ctx, small, "0,1"))
 
 
 SMOLLM2 = "configs/gpu/smollm2"
+LEARNING_ARMS = {  # name -> the layout's flags; each arm on the GPUs its phase gives it
+    "colocate": [],
+    "server": ["--vllm_mode", "server", "--vllm_gpus", "1", "--trainer_gpus", "1",
+               "--vllm_server_args", "--max_model_len 2048"],  # the colocated engine's vllm_max_model_length
+}
 
 
-def server_learning(ctx: Context) -> int:
-    """The learning subject (SmolLM2 after SFT) with GRPO alone's validation-chosen recipe (arms.yaml's s0_grpo-only),
-    20 steps, seed 0, colocated on GPU 0 beside the 2-GPU server layout on GPUs 1-2, both scored in the run on the
-    held-out tasks at steps 0 and 20: the server path learns as the colocated one does"""
-    from dataclasses import replace
-
+def learning_student(ctx: Context, gpu: str, limit_s: int = 900) -> int:
+    """The learning subject's student (SmolLM2 after SFT) on one GPU; kept if already made."""
     ctx = replace(ctx, configs=SMOLLM2)
-    codes = [
-        run(ctx, "shared", max(ctx.limit, 900), ctx.demo("--only", "student", "--with-needs")),
-        run(ctx, "arms-configs", 300, [PY, "-m", "arc_trl", "sweep", f"{SMOLLM2}/arms.yaml", "--dry-run",
-                                       "--command", f"{PY} -m arc_trl train"]),
-    ]
+    return run(ctx, f"learning-student-gpu{gpu}", max(limit_s, 60), ctx.demo("--only", "student", "--with-needs"),
+               env={"CUDA_VISIBLE_DEVICES": gpu})
+
+
+def learning_arm(ctx: Context, arm: str, gpus: str, limit_s: float) -> int:
+    """GRPO alone's validation-chosen recipe (arms.yaml's s0_grpo-only, seed 0) for 20 steps on the SFT student in
+    one layout (`LEARNING_ARMS`), scored in the run on the held-out tasks at steps 0 and 20; writes
+    OUT/multigpu/server_learning_ARM.json."""
+    started = time.time()
+    code = learning_student(ctx, gpus.split(",")[0], int(limit_s))
+    ctx = replace(ctx, configs=SMOLLM2)
+    code = code or run(ctx, f"arms-configs-{arm}", 300, [PY, "-m", "arc_trl", "sweep", f"{SMOLLM2}/arms.yaml",
+                                                          "--dry-run", "--command", f"{PY} -m arc_trl train"])
     config = str(ctx.learning / "arms" / "s0_grpo-only" / "config.yaml")
-    layouts = {  # name -> (GPUs, the layout's flags)
-        "colocate": ("0", []),
-        "server": ("1,2", ["--vllm_mode", "server", "--vllm_gpus", "1", "--trainer_gpus", "1"]),
-    }
-    processes = {}
-    for name, (gpus, flags) in layouts.items():
-        out = ctx.work / "server-learning" / name
-        processes[name] = start(ctx, f"server-learning-{name}", [
-            PY, "-m", "arc_trl", "serve", "--config", config, "--gpus", gpus, "--auto-ports", "--", *flags,
-            "--max_steps", "20", "--output_dir", str(out), "--save_strategy", "no"])
-    for process in processes.values():
-        codes.append(0 if process is None else process.wait())
+    out = ctx.work / "server-learning" / arm
+    command = [PY, "-m", "arc_trl", "serve", "--config", config, "--gpus", gpus, "--auto-ports", "--",
+               *LEARNING_ARMS[arm], "--max_steps", "20", "--output_dir", str(out), "--save_strategy", "no"]
+    if code:
+        return code
+    code = _wait(start(ctx, f"server-learning-{arm}", command), limit_s - (time.time() - started))
     if not ctx.dry_run:
         from arc_experiments.learning.sweep_choice import evaluations
 
         import yaml
 
-        result = {"config": config, "eval_dataset": yaml.safe_load(open(config))["eval_dataset"], "runs": {}}
-        for name in layouts:
-            out = ctx.work / "server-learning" / name
-            summary = out / "run_summary.json"
-            result["runs"][name] = {
-                "run_summary": json.loads(summary.read_text()) if summary.exists() else None,
-                "evaluations": {step: path.read_text() for step, path in evaluations(out)},
-            }
+        summary = out / "run_summary.json"
+        record = {
+            "arm": arm, "gpus": gpus, "config": config, "exit_code": code, "command": command,
+            "eval_dataset": yaml.safe_load(open(config))["eval_dataset"],
+            "run_summary": json.loads(summary.read_text()) if summary.exists() else None,
+            "evaluations": {step: path.read_text() for step, path in evaluations(out)},
+        }
         (ctx.out / "multigpu").mkdir(parents=True, exist_ok=True)
-        (ctx.out / "multigpu" / "server_learning.json").write_text(json.dumps(result))
-    return failed(*codes)
+        (ctx.out / "multigpu" / f"server_learning_{arm}.json").write_text(json.dumps(record))
+    return code
+
+
+def server_learning(ctx: Context) -> int:
+    """The learning subject (SmolLM2 after SFT) with GRPO alone's validation-chosen recipe, 20 steps, seed 0,
+    colocated on GPU 0 beside the 2-GPU server layout on GPUs 1-2, both scored on the held-out tasks at steps 0 and
+    20: the server path learns as the colocated one does"""
+    code = learning_student(ctx, "0")
+    return code or _phase(ctx, "server-learning", {"learning-colocate": "0", "learning-server": "1,2"}, {}, 0,
+                          max(ctx.limit, 1500))

@@ -203,7 +203,9 @@ def with_overrides(config: dict, train_args: list[str]) -> dict:
         if key not in PLAN_KEYS:
             continue
         if not has_value:
-            if i + 1 >= len(train_args) or train_args[i + 1].startswith("--"):
+            following = train_args[i + 1] if i + 1 < len(train_args) else None
+            # argparse's rule: a word that starts with "-" is an option unless it holds a space ("--max_model_len 2048")
+            if following is None or (following.startswith("-") and " " not in following):
                 if key in BOOLEAN_PLAN_KEYS:  # a bare boolean flag means true to HfArgumentParser
                     merged[key] = True
                 continue

@@ -132,11 +132,44 @@ def test_server_learning_scores_each_run_at_each_evaluated_step():
         rows += [{"task_id": missed.id, "outcome": {"test_predictions": None}} for _ in range(2)]
         return "\n".join(_json.dumps(r) for r in rows)
 
-    record = {"config": "absent.yaml", "eval_dataset": spec, "runs": {
-        "colocate": {"run_summary": {"reward_first_steps": 1.0, "reward_last_steps": 2.0},
-                     "evaluations": {"0": attempts(0), "20": attempts(2)}},
-        "server": {"run_summary": None, "evaluations": {"20": attempts(1)}}}}
-    result = server_learning(record)
-    assert result["runs"]["colocate"] == {"reward_first_steps": 1.0, "reward_last_steps": 2.0,
-                                          "heldout_pass1": {"0": 0.0, "20": 0.5}}
+    arms = {"colocate": ("m1", {"eval_dataset": spec, "gpus": "3", "exit_code": 0,
+                                "run_summary": {"reward_first_steps": 1.0, "reward_last_steps": 2.0},
+                                "evaluations": {"0": attempts(0), "20": attempts(2)}}),
+            "server": ("m1", {"eval_dataset": spec, "run_summary": None, "evaluations": {"20": attempts(1)}})}
+    result = server_learning(arms)
+    assert result["runs"]["colocate"] == {"machine": "m1", "gpus": "3", "exit_code": 0, "reward_first_steps": 1.0,
+                                          "reward_last_steps": 2.0, "heldout_pass1": {"0": 0.0, "20": 0.5}}
     assert result["runs"]["server"]["heldout_pass1"] == {"20": 0.25}  # (1/2 + 0) / 2 tasks
+
+
+def test_server_learning_refuses_arms_scored_on_different_tasks():
+    from arc_experiments.figures.multigpu import server_learning
+
+    with pytest.raises(ValueError, match="different datasets"):
+        server_learning({"a": ("m", {"eval_dataset": "x", "evaluations": {}}),
+                         "b": ("m", {"eval_dataset": "y", "evaluations": {}})})
+
+
+def test_each_layout_is_compared_with_its_own_machines_one_gpu_step(tmp_path):
+    from arc_experiments.figures.multigpu import summary
+
+    def write(machine: str, name: str, steps: list[float]) -> None:
+        folder = tmp_path / "results" / "gpu_multigpu" / machine
+        folder.mkdir(parents=True, exist_ok=True)
+        (folder / "machine.json").write_text("{}")
+        per_step = [{"step": i + 1, "time/step": t} for i, t in enumerate(steps)]
+        (folder / f"layout_{name}.json").write_text(json.dumps(
+            {"layout": name, "gpus": 1, "config": "c", "exit_code": 0, "run_summary": {"per_step": per_step}}))
+
+    write("1_a", "1gpu-colocate", [99.0, 60.0, 60.0])
+    write("1_a", "2gpu-colocate", [99.0, 40.0, 40.0])
+    write("2_b", "1gpu-colocate", [99.0, 66.0, 66.0])
+    write("2_b", "3gpu-server-ddp", [99.0, 44.0, 44.0])
+    (tmp_path / "results" / "gpu_multigpu" / "3_c").mkdir()
+    (tmp_path / "results" / "gpu_multigpu" / "3_c" / "machine.json").write_text("{}")  # drills only: no rows
+    rows = {(r["machine"], r["layout"]): r for r in summary(tmp_path)["layouts"]}
+    assert rows[("1_a", "2gpu-colocate")]["speedup"] == 1.5 and rows[("2_b", "3gpu-server-ddp")]["speedup"] == 1.5
+    assert len(rows) == 4
+    (tmp_path / "results" / "gpu_multigpu" / "2_b" / "layout_1gpu-colocate.json").unlink()
+    with pytest.raises(FileNotFoundError, match="2_b: no layout_1gpu-colocate.json"):
+        summary(tmp_path)

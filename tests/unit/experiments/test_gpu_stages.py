@@ -220,3 +220,49 @@ def test_gpu_memory_is_sampled_while_the_stages_run_and_comes_back(tmp_path, mon
     assert "memory.used" in samples and "-lms 1000" in samples
     with tarfile.open(tmp_path / "out" / "logs.tar.gz") as tar:
         assert "logs/gpu_memory.csv" in tar.getnames()
+
+
+def test_a_phase_runs_its_jobs_together_and_records_each_layout(tmp_path, monkeypatch):
+    """The jobs of a phase share the machine at once (each waits at a barrier only the other can release), and each
+    layout's record carries its own exit code and what ran beside it."""
+    import json
+    import threading
+
+    from arc_experiments.gpu import multigpu_stages as multigpu
+
+    barrier = threading.Barrier(2, timeout=30)
+    ran = []
+
+    def job(ctx, name, gpus, models, steps, limit_s):
+        barrier.wait()  # a BrokenBarrierError after 30 s if the jobs ran one after the other
+        ran.append((name, gpus))
+        return 3 if name == "1gpu-colocate" else 0
+
+    monkeypatch.setattr(multigpu, "_job", job)
+    monkeypatch.setattr(multigpu, "GpuPeaks", lambda path: _NoPeaks())
+    ctx = Context(out=tmp_path / "out", work=tmp_path / "work")
+    code = multigpu._phase(ctx, "F", {"3gpu-server-ddp": "0,1,2", "1gpu-colocate": "3"}, {"8b": "/m"}, 3, 900)
+    assert code == 3 and sorted(ran) == [("1gpu-colocate", "3"), ("3gpu-server-ddp", "0,1,2")]
+    one = json.loads((tmp_path / "out" / "multigpu" / "layout_1gpu-colocate.json").read_text())
+    three = json.loads((tmp_path / "out" / "multigpu" / "layout_3gpu-server-ddp.json").read_text())
+    assert (one["exit_code"], one["gpu_ids"], one["beside"]) == (3, ["3"], ["3gpu-server-ddp"])
+    assert (three["exit_code"], three["gpus"], three["beside"]) == (0, 3, ["1gpu-colocate"])
+
+
+def test_phases_run_in_the_order_asked_and_unknown_ones_are_named():
+    from arc_experiments.gpu.multigpu_stages import PHASES, chosen_phases
+
+    assert chosen_phases("F,C") == ["F", "C"] and chosen_phases(None) == list(PHASES)
+    with pytest.raises(SystemExit, match=r"unknown phase\(s\) \['Z'\]"):
+        chosen_phases("C,Z")
+
+
+class _NoPeaks:
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        return None
+
+    def peaks(self):
+        return {"3": 1024}

@@ -495,6 +495,15 @@ def test_bare_boolean_flags_and_repeated_ports_read_as_the_trainer_reads_them(tm
     assert plan.ports["vllm_group_port (the NCCL weight-sync group)"] == 5001  # argparse keeps the last
 
 
+def test_server_arguments_given_on_the_command_line_reach_the_server(tmp_path):
+    """`--vllm_server_args "--max_model_len 2048"`: argparse reads a word with a space as a value even when it starts
+    with "--", so the trainer has it; the plan must put it on the server's command too (it was dropped)."""
+    plan = build_plan({**FOUR_GPU, "teacher_backend": "none", "teacher_gpus": 0}, tmp_path / "c.yaml", list("0123"),
+                      train_args=["--vllm_server_args", "--max_model_len 2048 --gpu_memory_utilization 0.5"])
+    student, = plan.servers
+    assert student.command[-4:] == ["--max_model_len", "2048", "--gpu_memory_utilization", "0.5"]
+
+
 def test_the_trainer_output_is_drained_even_when_the_console_cannot_take_it(tmp_path, monkeypatch):
     """A trainer printing more than a pipe holds, while writes to our stdout fail: the run still ends, and the log
     has every line."""
