@@ -77,7 +77,10 @@ class LocalTeacher:
     def from_pretrained(cls, path: str, pad_token_id: int, dtype=None, accelerator=None, **kwargs) -> "LocalTeacher":
         from transformers import AutoModelForCausalLM
 
+        from arc_trl.trainer.rope_precision import restore_fp32_rope
+
         model = AutoModelForCausalLM.from_pretrained(path, dtype=dtype or "auto")
+        restore_fp32_rope(model)  # DeepSpeed ZeRO-3's zero.Init builds the rotary frequencies in bf16
         return cls(model, pad_token_id, accelerator=accelerator, **kwargs)
 
     @torch.no_grad()

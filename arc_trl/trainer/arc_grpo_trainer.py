@@ -40,6 +40,7 @@ from arc_trl.trainer.batch_metrics import (
 from arc_trl.trainer.loss_mask import EmptyLossMaskError, check_loss_mask, loss_mask, mask_truncated_episodes
 from arc_trl.trainer.micro_batches import group_by_length, grouping_keeps_loss, trim_padding
 from arc_trl.trainer.rollout_dump import dump_rollouts
+from arc_trl.trainer.rope_precision import restore_fp32_rope
 from arc_trl.trainer.sampling_mismatch import importance_sampling_ratio
 from arc_trl.trainer.step_timing import StepBudget, StepBudgetCallback, StepClock, TimedPool, timed_method
 from arc_trl.trainer.teacher_term import TEACHER_LOGPS, TeacherTerm, build_teacher
@@ -126,6 +127,12 @@ class ArcGRPOTrainer(GRPOTrainer):
             peft_config=peft_config,
             rollout_func=self.rollout,
         )
+        # ZeRO-3's zero.Init built the rotary frequencies in bf16 (trainer/rope_precision.py): float32 again, before
+        # the first forward, for the policy and for TRL's reference model when it loaded one
+        for model_name in ("model", "ref_model"):
+            if getattr(self, model_name, None) is not None and restore_fp32_rope(getattr(self, model_name)):
+                logger.info("%s: rotary inv_freq recomputed in float32 (DeepSpeed zero.Init had built it in bf16)",
+                            model_name)
         # Fail now, not at the first rollout, when generation would not stop at the template's end of turn.
         self.end_of_turn = end_of_turn_id(self.processing_class, self.eos_token_ids,
                                           **(self.chat_template_kwargs or {}))
