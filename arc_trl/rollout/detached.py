@@ -12,7 +12,9 @@ boundary, between rollouts). `DetachedServerGenerator` is `TrainerGenerator`'s v
 - the sampling settings are read once, when the generator is built on the training thread, so that a later change
   (the evaluation's temperature) cannot reach a rollout in flight;
 - `cancel` (a `threading.Event`) ends the rollout at its next request or poll with `RolloutCancelled` (a rollback or
-  the end of training discards it); the episode loops close their streams and sandbox sessions on the way out.
+  the end of training discards it); the episode loops close their streams and sandbox sessions on the way out, and
+  closing a stream waits for the requests it had sent (at most one turn each), so that a discarded rollout has
+  nothing left on the server when the next weight push comes.
 """
 
 from __future__ import annotations
@@ -87,3 +89,4 @@ class _CancellableStream:
 
     def close(self) -> None:
         self.stream.close()
+        self.stream.executor.shutdown(wait=True)  # requests sent already end first: the server is idle afterwards
