@@ -104,7 +104,7 @@ def server(tiny_tokenizer, log):
 
 
 def _trainer(tiny_model_dir, out, server, log, monkeypatch, async_rollouts: int, wait_for_next: bool = False,
-             **grpo):
+             scheduling: str = "lockstep", **grpo):
     from trl import GRPOConfig, ModelConfig
 
     from arc_trl.chat_template import prompt_ids
@@ -115,7 +115,8 @@ def _trainer(tiny_model_dir, out, server, log, monkeypatch, async_rollouts: int,
     from arc_trl.trainer import ArcGRPOTrainer
 
     monkeypatch.setattr(grpo_trainer, "VLLMGeneration", FakeVLLMGeneration)
-    arc = ArcConfig(max_turns=1, max_tokens_per_turn=32, sandbox_workers=1, async_rollouts=async_rollouts)
+    arc = ArcConfig(max_turns=1, max_tokens_per_turn=32, sandbox_workers=1, async_rollouts=async_rollouts,
+                    rollout_scheduling=scheduling)
     args = GRPOConfig(**{**dict(
         output_dir=str(out), num_generations=2, per_device_train_batch_size=2, max_completion_length=64,
         use_cpu=True, bf16=False, report_to=[], seed=0, beta=0.0, learning_rate=1e-3, max_steps=STEPS,
@@ -160,9 +161,11 @@ def _logged(trainer, key: str) -> list[float]:
     return [entry[key] for entry in trainer.state.log_history if key in entry]
 
 
-def test_the_next_steps_rollout_plays_while_this_step_trains(tiny_model_dir, tmp_path, server, log, monkeypatch):
+@pytest.mark.parametrize("scheduling", ["lockstep", "per_episode"])
+def test_the_next_steps_rollout_plays_while_this_step_trains(tiny_model_dir, tmp_path, server, log, monkeypatch,
+                                                             scheduling):
     trainer = _trainer(tiny_model_dir, tmp_path / "run", server, log, monkeypatch, async_rollouts=1,
-                       wait_for_next=True)
+                       wait_for_next=True, scheduling=scheduling)
     try:
         trainer.train()
     finally:

@@ -180,3 +180,16 @@ def test_async_rollouts_above_one_is_refused():
     assert ArcConfig().async_rollouts == 0  # synchronous by default
     with pytest.raises(ValueError, match="async_rollouts=2 is not 0"):
         ArcConfig(async_rollouts=2)
+
+
+@pytest.mark.parametrize(("async_rollouts", "confirm"), [(0, 1), (1, 2)])
+def test_the_collapse_guard_confirms_a_checkpoint_when_its_episodes_are_trained(async_rollouts, confirm, tmp_path):
+    """A checkpoint's weights sample the episodes of the next step, trained one step later with async_rollouts: 1."""
+    from arc_trl.collapse.loop import attach_collapse_guard
+
+    trainer = SimpleNamespace(
+        arc_config=ArcConfig(async_rollouts=async_rollouts, collapse_guard="rollback"),
+        args=SimpleNamespace(output_dir=str(tmp_path), steps_per_generation=1, gradient_accumulation_steps=1,
+                             num_iterations=1),
+        accelerator=SimpleNamespace(is_main_process=True), callback_handler=SimpleNamespace(callbacks=[]))
+    assert attach_collapse_guard(trainer).confirm_steps == confirm
