@@ -60,6 +60,15 @@ class ArcConfig:
                   "realistic 0.6B policy (docs/benchmarks.md)."},
     )
 
+    async_rollouts: int = field(
+        default=0,
+        metadata={"help": "0: synchronous (each step generates, then trains). 1: one step off-policy, vllm_mode: "
+                  "server only: the rollout of step t+1 plays in the background while step t trains, the weights "
+                  "are pushed once per step between rollouts, and vLLM's importance-sampling correction covers the "
+                  "one-step lag (docs/async.md). Needs num_iterations: 1, steps_per_generation = "
+                  "gradient_accumulation_steps and vllm_importance_sampling_correction: true."},
+    )
+
     # --- sandbox --------------------------------------------------------------------------------------------------
     sandbox_workers: int = field(
         default=defaults.SANDBOX_WORKERS, metadata={"help": "Code executions run in parallel."}
@@ -246,12 +255,16 @@ class ArcConfig:
             raise ValueError("teacher_backend=local needs teacher_model (a path or hub id)")
         if self.teacher_backend == "server" and not self.teacher_server_url:
             raise ValueError("teacher_backend=server needs teacher_server_url (e.g. http://localhost:8001)")
+        if self.async_rollouts not in (0, 1):
+            raise ValueError(f"async_rollouts={self.async_rollouts} is not 0 (synchronous) or 1 (one step off-policy): "
+                             "a lag of 2 or more steps is not supported (docs/async.md)")
         self._check_collapse_guard()
         if self.adv_tau == 0 and self.teacher_tau == 0:
             raise ValueError("adv_tau and teacher_tau are both 0: the loss would be empty")
 
     def check_with(self, args) -> None:
         """The checks that need TRL's `GRPOConfig` `args` too (ValueError naming the key)."""
+        self._check_async_rollouts(args)
         if not self.defer_old_logps:
             return
         steps_per_generation = args.steps_per_generation or args.gradient_accumulation_steps
@@ -268,6 +281,24 @@ class ArcConfig:
         if problems:
             raise ValueError("defer_old_logps: true is exact only when the policy does not change between scoring "
                              "and the loss; it needs " + "; ".join(problems))
+
+    def _check_async_rollouts(self, args) -> None:
+        if not self.async_rollouts:
+            return
+        steps_per_generation = args.steps_per_generation or args.gradient_accumulation_steps
+        problems = []
+        if not args.use_vllm or args.vllm_mode != "server":
+            problems.append(f"use_vllm: true and vllm_mode: server (got use_vllm={args.use_vllm}, "
+                            f"vllm_mode={args.vllm_mode}; a colocated engine shares the trainer's GPU and process)")
+        if args.num_iterations != 1:
+            problems.append(f"num_iterations: 1 (got {args.num_iterations})")
+        if steps_per_generation != args.gradient_accumulation_steps:
+            problems.append(f"steps_per_generation = gradient_accumulation_steps, one generation per optimizer step "
+                            f"(got {steps_per_generation} and {args.gradient_accumulation_steps})")
+        if not args.vllm_importance_sampling_correction:
+            problems.append("vllm_importance_sampling_correction: true (it corrects the one-step lag)")
+        if problems:
+            raise ValueError("async_rollouts: 1 needs " + "; ".join(problems))
 
     def _check_collapse_guard(self) -> None:
         from arc_trl.collapse.settings import detector_settings, parse_thresholds

@@ -140,6 +140,7 @@ def attach_collapse_guard(trainer):
     per_generation = getattr(args, "steps_per_generation", None) or 1
     accumulation = getattr(args, "gradient_accumulation_steps", 1) or 1
     confirm = math.ceil(per_generation * (getattr(args, "num_iterations", 1) or 1) / accumulation)
+    confirm += arc.async_rollouts  # one step off-policy: a checkpoint's episodes are trained one step later
     guard = CollapseGuardCallback(detector_settings(arc), arc.collapse_guard, args.output_dir,
                                   is_main_process=trainer.accelerator.is_main_process, confirm_steps=confirm)
     trainer.callback_handler.callbacks.insert(0, guard)  # first, so that reporters log the keys it adds

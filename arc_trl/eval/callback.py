@@ -92,6 +92,8 @@ class ArcEvalCallback(TrainerCallback):
         from accelerate.utils import gather_object
 
         trainer = self.trainer
+        if getattr(trainer, "async_rollouts", None) is not None:  # no weight push or temperature change under a
+            trainer.async_rollouts.settle()  # background rollout in flight (arc_trl/trainer/async_rollout.py)
         start = time.perf_counter()
         pairs = [(t, a) for t in range(len(self.tasks)) for a in range(self.n_predictions)]
         chunk = trainer.args.per_device_train_batch_size * trainer.args.steps_per_generation

@@ -116,13 +116,16 @@ class ArcRollout:
     """TRL `rollout_func(prompts, trainer)` playing ARC REPL (or program-mode) episodes.
 
     TRL passes only the prompts; the dataset rows behind them (their `task_json` column gives the task the sandbox
-    loads) are handed over by `ArcGRPOTrainer` for the batch's generation, `with rollout.rows_for(inputs):`.
+    loads) are handed over by `ArcGRPOTrainer` for the batch's generation, `with rollout.rows_for(inputs):`. With
+    `async_rollouts`, the episodes of those rows may have been played already, in the background (`play` with a
+    detached generator, `arc_trl.trainer.async_rollout`): `with rollout.played(episodes):` hands them over instead.
     """
 
     def __init__(self, pool, settings: RolloutSettings) -> None:
         self.pool = pool
         self.settings = settings
         self.rows: list[dict[str, Any]] | None = None  # the current batch's dataset rows (rows_for)
+        self.ready: list[Episode] | None = None  # the rows' episodes, played already (played)
         self.last_episodes: list[Episode] = []
         self.on_finished: Callable[[list[Episode]], None] | None = None  # set by the trainer (teacher overlap)
 
@@ -135,22 +138,33 @@ class ArcRollout:
         finally:
             self.rows = None
 
+    @contextmanager
+    def played(self, episodes: list[Episode] | None) -> Iterator[None]:
+        """Within: the rows' episodes are `episodes`, played already (None: play them when TRL asks)."""
+        self.ready = episodes
+        try:
+            yield
+        finally:
+            self.ready = None
+
+    def play(self, rows: list[dict[str, Any]], prompts: list, trainer, generator: Generator, pool,
+             on_finished: Callable[[list[Episode]], None] | None = None) -> list[Episode]:
+        """The episodes of `rows` (their prompts `prompts`) through `generator` and `pool`."""
+        return run_episodes([task_from_row(row) for row in rows], prompts, generator, trainer.processing_class, pool,
+                            self.settings, trainer.chat_template_kwargs, on_finished=on_finished)
+
     def __call__(self, prompts: list, trainer) -> dict[str, Any]:
         rows = self.rows
         if rows is None or len(rows) != len(prompts):
             raise RuntimeError("ArcRollout must be used through ArcGRPOTrainer (it needs the dataset rows)")
-        tasks = [task_from_row(row) for row in rows]
-        with engine_awake(trainer):  # a sleep-mode engine: one weight push and one sleep per rollout, not per turn
-            episodes = run_episodes(
-                tasks,
-                prompts,
-                TrainerGenerator(trainer),
-                trainer.processing_class,
-                self.pool,
-                self.settings,
-                trainer.chat_template_kwargs,
-                on_finished=self.on_finished,
-            )
+        episodes = self.ready
+        if episodes is None:
+            with engine_awake(trainer):  # a sleep-mode engine: one weight push and one sleep per rollout, not per turn
+                episodes = self.play(rows, prompts, trainer, TrainerGenerator(trainer), self.pool, self.on_finished)
+            for ep in episodes:
+                ep.policy_version = trainer.state.global_step
+        elif len(episodes) != len(prompts):
+            raise RuntimeError(f"{len(episodes)} episodes handed over for {len(prompts)} prompts")
         self.last_episodes = episodes
         logprobs = None if any(ep.logprobs is None for ep in episodes) else [ep.logprobs for ep in episodes]
         return {

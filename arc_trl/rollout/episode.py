@@ -37,6 +37,7 @@ class Episode:
     session: Any = None
     done: bool = False
     finish_reason: str = ""
+    policy_version: int | None = None  # the optimizer step whose weights sampled it (the trainer's global step)
 
     @property
     def num_model_tokens(self) -> int:

@@ -15,6 +15,9 @@ A thin subclass: `__init__` wires the pieces and each override is a short hook i
 - `defer_old_logps` (off by default): TRL's old-log-prob forward skipped, the vLLM IS ratio and the teacher term
   computed per micro-batch from the training forward (`_compute_loss`, `_at_loss_time`);
 - LoRA weight sync: the adapter merged into new tensors, the base never written (`lora_merge.py`);
+- `async_rollouts: 1`: the next step's rollout in the background while this step trains (`async_rollout.py`:
+  `get_batch_samples` reads one step ahead, `_generate` takes, pushes and launches, `train` discards what is in
+  flight at each call's start and end);
 - TRL's and vLLM's private members: only through `arc_trl.trl_internals`.
 Everything else (sampling, weight sync, clipping, logging, checkpointing) is TRL's.
 """
@@ -31,6 +34,7 @@ from arc_trl.config import ArcConfig
 from arc_trl.eval.callback import ArcEvalCallback
 from arc_trl.rollout.arc_rollout import ArcRollout
 from arc_trl.rollout.settings import RolloutSettings
+from arc_trl.trainer.async_rollout import AsyncRollouts, async_generate, process_agreement
 from arc_trl.trainer.batch_metrics import (
     episode_metrics,
     sampling_mismatch_metrics,
@@ -164,20 +168,42 @@ class ArcGRPOTrainer(GRPOTrainer):
         self.base_learning_rate = args.learning_rate  # the collapse guard's rollbacks scale args.learning_rate from it
         self.collapse_rollbacks = 0  # rollbacks of the last train() call
         self.collapse_guard = attach_collapse_guard(self)  # first in the callbacks; None when collapse_guard is off
+        self.async_rollouts = (AsyncRollouts(arc.async_rollouts, process_agreement(self.accelerator))
+                               if arc.async_rollouts else None)
         seed_colocated_sampling(self, args.seed)  # last: building TRL's colocated engine seeded the RNGs with its own
 
     # ------------------------------------------------------------------------------------------------ TRL hooks
     def train(self, resume_from_checkpoint=None, trial=None, **kwargs):
         # Trainer.train, run by the collapse guard's loop (collapse/loop.py): after a collapse it stops the run
         # (CollapseStopped) or loads the last ok checkpoint into this trainer and calls Trainer.train again
+        # (async_rollouts: each call starts and ends with no rollout in flight, async_rollout.py)
         train_once = super().train
-        return train_with_guard(self, resume_from_checkpoint,
-                                lambda resume: train_once(resume_from_checkpoint=resume, trial=trial, **kwargs))
+
+        def once(resume):
+            if self.async_rollouts is None:
+                return train_once(resume_from_checkpoint=resume, trial=trial, **kwargs)
+            with self.async_rollouts.attempt(self):
+                return train_once(resume_from_checkpoint=resume, trial=trial, **kwargs)
+
+        return train_with_guard(self, resume_from_checkpoint, once)
+
+    def get_batch_samples(self, epoch_iterator, num_batches, device):
+        # Trainer.get_batch_samples (the batches of one optimizer step, fetched before it trains); async_rollouts:
+        # one step read ahead, so that the next step's rows can be played while this step trains (the smallest hook
+        # that sees them: the rows trained stay exactly the dataloader's, in its order)
+        if self.async_rollouts is None:
+            return super().get_batch_samples(epoch_iterator, num_batches, device)
+        fetch = super().get_batch_samples
+        return self.async_rollouts.lookahead.batches(epoch_iterator,
+                                                     lambda: fetch(epoch_iterator, num_batches, device))
 
     def _generate(self, prompts):
-        # GRPOTrainer._generate (weight sync + rollout_func + token counting), timed: the `generate` bucket
+        # GRPOTrainer._generate (weight sync + rollout_func + token counting), timed: the `generate` bucket;
+        # async_rollouts: around it, the background rollout taken and the next one launched (async_rollout.py)
         with self.step_clock.phase("generate"):
-            return super()._generate(prompts)
+            if self.async_rollouts is None or not self.model.training:
+                return super()._generate(prompts)
+            return async_generate(self, prompts, super()._generate)
 
     def training_step(self, model, inputs, num_items_in_batch):
         # Trainer.training_step (generation + scoring once per generation batch; forward + backward), timed: `train`
@@ -310,6 +336,9 @@ class ArcGRPOTrainer(GRPOTrainer):
             rotate_keeping(checkpoint_folder(self, trial), limit, keep)
 
     def close(self) -> None:
-        """Stop the sandbox processes (also done at interpreter exit) and the GPU memory sampler."""
+        """Stop the background rollout, the sandbox processes (also done at interpreter exit) and the GPU memory
+        sampler."""
+        if self.async_rollouts is not None:
+            self.async_rollouts.close()
         self.sandbox_pool.close()
         self.step_budget.close()

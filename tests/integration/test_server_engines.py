@@ -8,12 +8,11 @@ the same engine, the episodes spread evenly over the engines.
 
 from __future__ import annotations
 
-import json
 import threading
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from types import SimpleNamespace
 
 import pytest
+from fake_vllm_server import FakeVllmServer
 
 pytest.importorskip("vllm")  # TRL's VLLMClient needs vLLM installed
 
@@ -24,61 +23,6 @@ from arc_trl.tasks import load_task  # noqa: E402
 CODE = "```python\nprint(len(train_inputs))\n```"  # runs, submits nothing: every episode plays all its turns
 TASKS = ("6150a2bd", "67a3c6ac", "68b16354", "74dd1130", "9dfd6313")
 TURNS = 3
-
-
-class FakeVllmServer(ThreadingHTTPServer):
-    """The endpoints `VLLMClient` reads, with `engines` data-parallel engines; completions answer `reply_ids`."""
-
-    def __init__(self, reply_ids: list[int], engines: int) -> None:
-        self.reply_ids, self.engines = reply_ids, engines
-        self.requests: list[tuple[int | None, list[int]]] = []  # (engine header, prompt ids) per completion request
-        self.lock = threading.Lock()
-        super().__init__(("127.0.0.1", 0), Handler)
-
-    @property
-    def url(self) -> str:
-        return f"http://127.0.0.1:{self.server_address[1]}"
-
-
-class Handler(BaseHTTPRequestHandler):
-    def log_message(self, *args) -> None:  # quiet
-        pass
-
-    def _send(self, payload: dict) -> None:
-        body = json.dumps(payload).encode()
-        self.send_response(200)
-        self.send_header("Content-Type", "application/json")
-        self.send_header("Content-Length", str(len(body)))
-        self.end_headers()
-        self.wfile.write(body)
-
-    def do_GET(self) -> None:  # noqa: N802 - http.server's naming
-        server: FakeVllmServer = self.server  # type: ignore[assignment]
-        if self.path.startswith("/health"):
-            self._send({})
-        elif self.path.startswith("/v1/models"):
-            self._send({"data": [{"id": "stand-in"}]})
-        elif self.path.startswith("/server_info"):
-            self._send({"vllm_config": {"parallel_config": {"data_parallel_size": server.engines}}})
-        else:
-            self.send_error(404)
-
-    def do_POST(self) -> None:  # noqa: N802
-        server: FakeVllmServer = self.server  # type: ignore[assignment]
-        body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
-        if not self.path.startswith("/v1/completions"):
-            self.send_error(404)
-            return
-        header = self.headers.get("X-data-parallel-rank")
-        reply = server.reply_ids[: body["max_tokens"]]
-        choices = []
-        for prompt in body["prompt"]:
-            with server.lock:
-                server.requests.append((None if header is None else int(header), list(prompt)))
-            logprobs = {"tokens": [f"token_id:{t}" for t in reply], "token_logprobs": [-0.5] * len(reply),
-                        "top_logprobs": [None] * len(reply)}
-            choices.append({"prompt_token_ids": prompt, "token_ids": reply, "logprobs": logprobs})
-        self._send({"choices": choices})
 
 
 @pytest.fixture

@@ -1,0 +1,202 @@
+"""Asynchronous rollouts (`async_rollouts: 1`): the rollout of step t+1 plays in the background while step t trains.
+
+The sequence, at the start of step t (`async_generate`, in `ArcGRPOTrainer._generate`, every process together):
+
+1. take the background rollout of step t's rows, waiting for it if it is still playing (`async/wait_s`); it was
+   launched at the start of step t-1, sampled with the weights of optimizer step t-1;
+2. TRL's `_generate`: the weight push of step t (`vllm_generation.sync_weights`, once per step, as today), made
+   while nothing is in flight, so the server is idle between two batches; then `rollout_func` hands over the taken
+   episodes (`ArcRollout.played`), or plays the rows now when there are none (the first step of a `train()` call, or
+   after a discard): the synchronous path;
+3. launch the rollout of step t+1's rows in the background, with step t's weights (`policy_version` t), unless step t
+   is the run's last; then step t scores and trains. TRL's old-log-prob forward and vLLM importance-sampling
+   correction (the sampler's log-probs against the trainer's) cover the one-step lag.
+
+Step t+1's rows come from a one-step read-ahead over the trainer's own batches (`StepLookahead`, in
+`Trainer.get_batch_samples`, which fetches an optimizer step's batches before it trains): the rows trained at each
+step are exactly those the dataloader gave for it, as in a synchronous run; only their sampling is one step older.
+
+Threading: one background thread (`arc-async-rollout`) plays one rollout at a time through a
+`DetachedServerGenerator` (arc_trl/rollout/detached.py): per-request generation, no collective call, no weight push,
+sampling settings frozen when it is built; the raw sandbox pool (not the step clock's timed one, so `time/*` stays
+the training thread's). Every collective stays on the training thread, in the same order on every process: whether
+the taken rollout is used is agreed by all processes (`agree`) before anything else, so a process never plays a
+synchronous rollout (collective) while another does not.
+
+Bookkeeping: a rollout is used only for the rows it was launched for and when `0 <= step - version <= max_lag`;
+otherwise it is dropped and counted (`async/dropped_rollouts`, cumulative). A new `train()` call (a resume, the
+collapse guard's rollback) and its end discard the rollout in flight (`attempt`), which is dropped and counted too;
+the in-training evaluation waits for it first (`settle`: no push, no temperature change under a rollout in flight).
+"""
+
+from __future__ import annotations
+
+import copy
+import threading
+import time
+from collections.abc import Callable, Iterator
+from concurrent.futures import Future, ThreadPoolExecutor
+from concurrent.futures import wait as wait_for
+from contextlib import contextmanager
+from dataclasses import dataclass
+from typing import Any
+
+from arc_trl.rollout.episode import Episode
+
+Rows = list[dict[str, Any]]
+
+
+@dataclass
+class Launched:
+    """A rollout launched in the background."""
+
+    rows: Rows
+    version: int  # the optimizer step whose weights sample it
+    future: Future
+    cancel: threading.Event
+
+
+class StepLookahead:
+    """`Trainer.get_batch_samples` one optimizer step ahead: returns this step's batches, keeps the next step's."""
+
+    def __init__(self) -> None:
+        self.iterator: Any = None
+        self.ahead: tuple[list, Any] | None = None
+
+    def batches(self, iterator, fetch: Callable[[], tuple[list, Any]]) -> tuple[list, Any]:
+        """This step's `(batch_samples, num_items_in_batch)`; `fetch()` reads one step's from `iterator`."""
+        current = self.ahead if iterator is self.iterator and self.ahead is not None else fetch()
+        self.iterator, self.ahead = iterator, fetch()  # at the end of an epoch: no batch (the next one starts anew)
+        return current
+
+    def next_rows(self) -> Rows | None:
+        """The next step's generation batch (the dataset rows of its first micro-step), None when there is none."""
+        samples = self.ahead[0] if self.ahead is not None else None
+        return samples[0] if samples else None
+
+    def reset(self) -> None:
+        self.iterator = self.ahead = None
+
+
+class AsyncRollouts:
+    """At most one rollout in flight, and what happened to each (`history`)."""
+
+    def __init__(self, max_lag: int = 1, agree: Callable[[bool, bool], tuple[bool, bool]] | None = None) -> None:
+        self.max_lag = max_lag
+        self.agree = agree or (lambda usable, failed: (usable, failed))  # -> (all usable, any failed)
+        self.executor = ThreadPoolExecutor(1, thread_name_prefix="arc-async-rollout")
+        self.lookahead = StepLookahead()
+        self.pending: Launched | None = None
+        self.dropped = 0
+        self.history: list[dict[str, Any]] = []  # {"version", "step", "used", "reason"} per launched rollout
+
+    def launch(self, rows: Rows, version: int, play: Callable[[], list[Episode]], cancel: threading.Event) -> None:
+        """Start `play()` (the episodes of `rows`) on the background thread; `cancel` discards it."""
+        if self.pending is not None:
+            raise RuntimeError("a background rollout is in flight already")
+
+        def run() -> list[Episode]:
+            episodes = play()
+            for ep in episodes:
+                ep.policy_version = version
+            return episodes
+
+        self.pending = Launched(rows, version, self.executor.submit(run), cancel)
+
+    def take(self, rows: Rows, step: int) -> tuple[list[Episode] | None, dict[str, float]]:
+        """The background episodes of `rows` for training step `step` (None: play them now) and the metrics.
+
+        Waits for the rollout in flight. Collective through `agree`: every process calls it at the same point."""
+        launched, self.pending = self.pending, None
+        episodes, error, reason, waited = None, None, None, 0.0
+        if launched is not None:
+            start = time.perf_counter()
+            try:
+                episodes = launched.future.result()
+            except BaseException as exc:  # noqa: BLE001  raised below, once every process knows
+                error = exc
+            waited = time.perf_counter() - start
+            lag = step - launched.version
+            if launched.rows is not rows:
+                reason = "rows"  # launched for other rows than this step's
+            elif not 0 <= lag <= self.max_lag:
+                reason = "stale"
+        usable, failed = self.agree(launched is not None and error is None and reason is None, error is not None)
+        if failed:
+            raise error or RuntimeError("the background rollout failed on another process")
+        if launched is not None and not usable:
+            self._drop(launched, step, reason or "another process")
+            episodes = None
+        if episodes is not None:
+            self.history.append({"version": launched.version, "step": step, "used": True, "reason": None})
+        lags = [step - ep.policy_version for ep in episodes] if episodes else [0]
+        return episodes, {"async/policy_lag": float(sum(lags) / len(lags)), "async/policy_lag_max": float(max(lags)),
+                          "async/dropped_rollouts": float(self.dropped), "async/wait_s": waited}
+
+    def settle(self) -> None:
+        """Wait until the rollout in flight has finished (it stays pending, to be taken)."""
+        if self.pending is not None:
+            wait_for([self.pending.future])
+
+    def discard(self, step: int | None, reason: str) -> None:
+        """Cancel the rollout in flight, wait for it to end, and drop it (counted)."""
+        launched, self.pending = self.pending, None
+        self.lookahead.reset()
+        if launched is None:
+            return
+        launched.cancel.set()
+        wait_for([launched.future])
+        self._drop(launched, step, reason)
+
+    def _drop(self, launched: Launched, step: int | None, reason: str) -> None:
+        self.dropped += 1
+        self.history.append({"version": launched.version, "step": step, "used": False, "reason": reason})
+
+    @contextmanager
+    def attempt(self, trainer) -> Iterator[None]:
+        """One `Trainer.train` call: nothing in flight before it (a resume or a rollback loads other weights) or after
+        it (the rollout of a step that is not trained)."""
+        self.discard(trainer.state.global_step, "train() starts")
+        try:
+            yield
+        finally:
+            self.discard(trainer.state.global_step, "train() ends")
+
+    def close(self) -> None:
+        self.discard(None, "closed")
+        self.executor.shutdown(wait=True)
+
+
+def process_agreement(accelerator) -> Callable[[bool, bool], tuple[bool, bool]]:
+    """`AsyncRollouts.agree` over the processes: (usable on every process, failed on any)."""
+    if accelerator.num_processes == 1:
+        return lambda usable, failed: (usable, failed)
+    import torch
+
+    def agree(usable: bool, failed: bool) -> tuple[bool, bool]:
+        flags = torch.tensor([[float(not usable), float(failed)]], device=accelerator.device)
+        worst = accelerator.gather(flags).max(dim=0).values
+        return not bool(worst[0].item()), bool(worst[1].item())
+
+    return agree
+
+
+def async_generate(trainer, prompts: list, generate: Callable[[list], Any]) -> Any:
+    """`GRPOTrainer._generate` (`generate`) of a training batch with `async_rollouts: 1`: take, push, launch."""
+    from arc_trl.rollout.detached import DetachedServerGenerator
+    from arc_trl.trl_internals import log_metrics
+
+    manager: AsyncRollouts = trainer.async_rollouts
+    rollout, step = trainer.rollout, trainer.state.global_step
+    episodes, metrics = manager.take(rollout.rows, step)
+    with rollout.played(episodes):
+        output = generate(prompts)  # the weight push of this step (TRL's), then rollout_func
+    log_metrics(trainer, "train", metrics)
+    rows = manager.lookahead.next_rows()
+    if rows is not None and step + 1 < trainer.state.max_steps:
+        cancel = threading.Event()
+        generator = DetachedServerGenerator(trainer, cancel)  # built here, on the training thread
+        next_prompts = copy.deepcopy([row["prompt"] for row in rows])  # as GRPOTrainer._generate_and_score_completions
+        manager.launch(rows, step, lambda: rollout.play(rows, next_prompts, trainer, generator, trainer.sandbox_pool),
+                       cancel)
+    return output
