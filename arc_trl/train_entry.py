@@ -255,6 +255,7 @@ def summarise(trainer, started: float) -> dict:
         "rollouts": rollouts if os.path.isdir(rollouts) else None,
         "collapse_rollbacks": getattr(trainer, "collapse_rollbacks", 0),
         "last_log": history[-1] if history else None,
+        "step_end_unix": [round(t, 3) for t in getattr(getattr(trainer, "step_budget", None), "step_ends", [])],
         "per_step": [  # each logged step's time budget, memory and sampler/trainer gap (layouts compare these)
             {k: v for k, v in h.items() if k == "step" or k.startswith(PER_STEP_PREFIXES)} for h in history
         ],

@@ -56,6 +56,27 @@ def partial_row(name: str, gpus: int, log: Path, baseline_first_s: float | None,
     }
 
 
+def busy_fractions(trace: list[list[float]], start: float, end: float) -> dict[str, float | None]:
+    """Each GPU's mean utilization between `start` and `end` (Unix times) as a fraction of 1: nvidia-smi's share of
+    the sampling interval in which a kernel ran, so a GPU waiting on another reads near 0."""
+    per_gpu: dict[str, list[float]] = {}
+    for t, gpu, util in trace:
+        per_gpu.setdefault(str(int(gpu)), [])
+        if start <= t <= end:
+            per_gpu[str(int(gpu))].append(util)
+    return {gpu: round(sum(u) / len(u) / 100, 3) if u else None for gpu, u in per_gpu.items()}
+
+
+def measured_busy(record: dict[str, Any]) -> dict[str, float | None] | None:
+    """The layout's GPUs' busy fractions over its measured steps (from the end of step 1 to the end of the last),
+    None for a record without a utilization trace or step end times."""
+    ends = (record.get("run_summary") or {}).get("step_end_unix") or []
+    trace = record.get("gpu_util_trace") or []
+    if len(ends) < 2 or not trace:
+        return None
+    return busy_fractions(trace, ends[0], ends[-1])
+
+
 def layout_row(record: dict[str, Any], baseline_step_s: float | None) -> dict[str, Any]:
     steps = measured_steps(record)
 
@@ -80,6 +101,7 @@ def layout_row(record: dict[str, Any], baseline_step_s: float | None) -> dict[st
         "weight_sync_s": part("time/weight_sync"),
         "sampling_logp_difference": part("sampling/sampling_logp_difference/mean"),
         "peak_gib_per_gpu": {gpu: None if mib is None else round(mib / MIB_PER_GIB, 1) for gpu, mib in peaks.items()},
+        "busy_frac_per_gpu": measured_busy(record),
         "beside": record.get("beside", []),
     }
 
@@ -143,6 +165,10 @@ def summary(root: Path) -> dict[str, Any]:
             for m in machines for p in sorted(m.glob("server_learning_*.json"))}
     result["server_learning"] = server_learning(arms) if arms else (
         f"not measured: no {FOLDER}/MACHINE/server_learning_ARM.json (python -m arc_experiments.gpu server-learning)")
+    asynchronous = {name: arm for name, arm in arms.items() if arm[1].get("arm", name).startswith("server-async")}
+    result["async_learning"] = async_learning(arms) if asynchronous else (
+        f"not measured: no {FOLDER}/MACHINE/server_learning_server-async1*.json (python -m arc_experiments.gpu "
+        "multigpu --only P,Q,R)")
     drift = folder / "lora_drift.json"
     result["base_drift_after_100_syncs"] = json.loads(drift.read_text()) if drift.exists() else "not measured"
     return result
@@ -173,3 +199,54 @@ def server_learning(arms: dict[str, tuple[str, dict[str, Any]]]) -> dict[str, An
                       "reward_first_steps": summary.get("reward_first_steps"),
                       "reward_last_steps": summary.get("reward_last_steps"), "heldout_pass1": pass1}
     return {"eval_dataset": dataset, "runs": runs}
+
+
+ASYNC_STEP = "20"  # the step both layouts are scored at (the learning arms' 20 steps)
+
+
+def _per_task(record: dict[str, Any], step: str) -> dict[str, float] | None:
+    import tempfile
+
+    from arc_experiments.learning.sweep_choice import per_task_from_attempts
+
+    text = record["evaluations"].get(step)
+    if text is None:
+        return None
+    with tempfile.NamedTemporaryFile("w", suffix=".jsonl") as handle:
+        handle.write(text)
+        handle.flush()
+        return per_task_from_attempts(Path(handle.name), record["eval_dataset"])
+
+
+def async_learning(arms: dict[str, tuple[str, dict[str, Any]]]) -> dict[str, Any]:
+    """The learning subject through the server layout, synchronous (`server`) against one step off-policy
+    (`server-async1`), seeds paired: held-out pass@1 at step 20 of each, and the difference with its seed-aware
+    interval (arc_experiments/learning/seed_interval.py); each run's wall-clock for its 20 steps."""
+    from arc_experiments.learning.seed_interval import seed_interval
+
+    runs: dict[str, dict[int, dict[str, Any]]] = {"server": {}, "server-async1": {}}
+    for name, (_, record) in arms.items():
+        arm = record.get("arm", name)
+        if arm in runs:
+            runs[arm][int(record.get("seed", 0))] = record
+    seeds = sorted(set(runs["server"]) & set(runs["server-async1"]))
+    per_task = {arm: [_per_task(runs[arm][s], ASYNC_STEP) for s in seeds] for arm in runs}
+    scored = [i for i, s in enumerate(seeds) if all(per_task[arm][i] for arm in runs)]
+    seeds = [seeds[i] for i in scored]
+    if not seeds:
+        return {"seeds": [], "note": f"no seed scored at step {ASYNC_STEP} in both layouts"}
+    sync_runs = [per_task["server"][i] for i in scored]
+    async_runs = [per_task["server-async1"][i] for i in scored]
+    diff = seed_interval([async_runs, sync_runs], names=["server-async1", "server"])
+
+    def mean(per_run: list[dict[str, float]]) -> float:
+        return round(sum(sum(r.values()) / len(r) for r in per_run) / len(per_run), 4)
+
+    return {
+        "step": int(ASYNC_STEP), "seeds": seeds,
+        "sync_pass1": mean(sync_runs), "async_pass1": mean(async_runs),
+        "diff_ci95": [round(x, 4) for x in diff["ci"]], "diff": round(diff["mean"], 4),
+        "seed_part": diff["seed_part"],
+        "sync_wall_s": [runs["server"][s].get("wall_s") for s in seeds],
+        "async_wall_s": [runs["server-async1"][s].get("wall_s") for s in seeds],
+    }

@@ -23,6 +23,7 @@ from arc_experiments.gpu.measure_stages import PY, shape_8b
 from arc_experiments.gpu.runner import Context, failed, header, run, start
 
 ZERO = "accelerate_configs/zero{}.yaml"
+ASYNC = ("--async_rollouts", "1")
 LAYOUTS = {  # name -> (config, GPUs, extra training flags); the configs share the one-GPU recipe's workload
     "1gpu-colocate": ("configs/qwen3-8b-1gpu-colocate.yaml", 1, ()),
     "2gpu-colocate": ("configs/qwen3-8b-2gpu-colocate.yaml", 2, ()),
@@ -33,6 +34,12 @@ LAYOUTS = {  # name -> (config, GPUs, extra training flags); the configs share t
     "3gpu-server-zero2": ("configs/qwen3-8b-3gpu-server.yaml", 3, ("--accelerate_config", ZERO.format(2))),
     "3gpu-server-zero3": ("configs/qwen3-8b-3gpu-server.yaml", 3, ("--accelerate_config", ZERO.format(3))),
     "4gpu-seeds": ("configs/qwen3-8b-4gpu.yaml", 4, ()),
+    "4gpu-server": ("configs/qwen3-8b-4gpu-server.yaml", 4, ()),
+    # asynchronous rollouts (docs/async.md): the same layouts, step t+1 generated while step t trains
+    "2gpu-server-async1": ("configs/qwen3-8b-2gpu-server.yaml", 2, ASYNC),
+    "3gpu-server-ddp-async1": ("configs/qwen3-8b-3gpu-server.yaml", 3, ASYNC),
+    "4gpu-server-async1": ("configs/qwen3-8b-4gpu-server.yaml", 4, ASYNC),
+    "4gpu-seeds-async1": ("configs/qwen3-8b-4gpu.yaml", 4, ASYNC),
 }
 SMALL_MODEL_JOBS = ("engine-check", "drills")  # jobs on the 0.6B shape; `learning-*`: the SmolLM2 student
 PHASES = {  # label -> {job: GPUs}: a layout (LAYOUTS), a check or drill, or the learning subject's student or arm
@@ -46,6 +53,16 @@ PHASES = {  # label -> {job: GPUs}: a layout (LAYOUTS), a check or drill, or the
     "H": {"3gpu-server-zero3": "0,1,2"},
     "I": {"4gpu-colocate-tp2": "0,1,2,3"},
     "J": {"drills": "2,3"},
+    # asynchronous rollouts: each beside (or right after) its synchronous layout on the same machine
+    "K": {"2gpu-server": "0,1", "2gpu-server-async1": "2,3"},
+    "L": {"3gpu-server-ddp-async1": "0,1,2", "1gpu-colocate": "3"},
+    "M": {"4gpu-server": "0,1,2,3"},
+    "N": {"4gpu-server-async1": "0,1,2,3"},
+    "O": {"4gpu-seeds-async1": "0,1,2,3"},
+    # the learning subject, synchronous against asynchronous server runs, seeds 0-2 (docs/async.md)
+    "P": {"learning-server-s0": "0,1", "learning-server-async1-s0": "2,3"},
+    "Q": {"learning-server-s1": "0,1", "learning-server-async1-s1": "2,3"},
+    "R": {"learning-server-s2": "0,1", "learning-server-async1-s2": "2,3"},
 }
 
 
@@ -67,7 +84,7 @@ def layout_command(ctx: Context, name: str, gpus: str, model: str, steps: int) -
     """`arc-trl serve` of the layout's config on `gpus` (ports picked free), the 8B shape, turns forced full."""
     config, count, extra = LAYOUTS[name]
     assert len(gpus.split(",")) == count, (name, gpus)
-    teacher = ["--teacher_model", model] if name == "4gpu-seeds" else []
+    teacher = ["--teacher_model", model] if name.startswith("4gpu-seeds") else []
     return [PY, "-m", "arc_trl", "serve", "--config", config, "--gpus", gpus, "--auto-ports", "--",
             "--model_name_or_path", model, *teacher, *extra, "--max_steps", str(steps), "--report_to", "none",
             "--save_strategy", "no", "--benchmark_full_turns", "true", "--collapse_guard", "off", "--seed", "0",
@@ -75,8 +92,11 @@ def layout_command(ctx: Context, name: str, gpus: str, model: str, steps: int) -
 
 
 class GpuPeaks:
-    """Each GPU's largest memory use (MiB, nvidia-smi every 0.5 s) while the block runs: what vLLM reserves as well
-    as what the trainer allocates, which the trainer's own figures miss."""
+    """Each GPU's memory use (MiB) and utilization (%), sampled by nvidia-smi every 0.5 s while the block runs: the
+    peaks of what vLLM reserves as well as what the trainer allocates (which the trainer's own figures miss), and a
+    utilization trace to line up on the run's step ends (the figures' busy fractions over the measured steps)."""
+
+    QUERY = "timestamp,index,memory.used,utilization.gpu"
 
     def __init__(self, path: Path) -> None:
         self.path = path
@@ -84,7 +104,7 @@ class GpuPeaks:
 
     def __enter__(self) -> GpuPeaks:
         self.path.parent.mkdir(parents=True, exist_ok=True)
-        query = ["nvidia-smi", "--query-gpu=index,memory.used", "--format=csv,noheader,nounits", "-lms", "500"]
+        query = ["nvidia-smi", f"--query-gpu={self.QUERY}", "--format=csv,noheader,nounits", "-lms", "500"]
         try:
             self.process = subprocess.Popen(query, stdout=open(self.path, "w"), stderr=subprocess.DEVNULL)  # noqa: SIM115
         except FileNotFoundError:
@@ -96,17 +116,36 @@ class GpuPeaks:
             self.process.terminate()
             self.process.wait()
 
-    def peaks(self) -> dict[str, int]:
-        found: dict[str, int] = {}
+    def samples(self) -> list[tuple[float, str, int, int]]:
+        """(Unix time, GPU, memory used in MiB, utilization in %) of every sample (nvidia-smi's local time, read on
+        the machine that wrote it)."""
+        from datetime import datetime
+
+        found = []
         for line in self.path.read_text().splitlines() if self.path.exists() else []:
             parts = [p.strip() for p in line.split(",")]
-            if len(parts) == 2 and parts[1].isdigit():
-                found[parts[0]] = max(found.get(parts[0], 0), int(parts[1]))
+            if len(parts) != 4 or not (parts[2].isdigit() and parts[3].isdigit()):
+                continue
+            try:
+                when = datetime.strptime(parts[0], "%Y/%m/%d %H:%M:%S.%f").timestamp()
+            except ValueError:
+                continue
+            found.append((when, parts[1], int(parts[2]), int(parts[3])))
         return found
+
+    def peaks(self) -> dict[str, int]:
+        found: dict[str, int] = {}
+        for _, gpu, used, _ in self.samples():
+            found[gpu] = max(found.get(gpu, 0), used)
+        return found
+
+    def trace(self, gpus: list[str]) -> list[list[float]]:
+        """[Unix time, GPU, utilization %] of the samples of `gpus`, for the record (the figures take the window)."""
+        return [[round(t, 2), int(gpu), util] for t, gpu, _, util in self.samples() if gpu in gpus]
 
 
 def _record(ctx: Context, name: str, gpus: str, command: list[str], code: int, wall_s: float,
-            peaks: dict[str, int], beside: list[str]) -> None:
+            peaks: dict[str, int], beside: list[str], trace: list[list[float]] | None = None) -> None:
     summary_path = ctx.work / "runs" / f"layout-{name}" / "run_summary.json"
     record = {
         "layout": name,
@@ -117,6 +156,7 @@ def _record(ctx: Context, name: str, gpus: str, command: list[str], code: int, w
         "exit_code": code,
         "wall_s": round(wall_s, 1),
         "peak_mib_per_gpu": {g: peaks.get(g) for g in gpus.split(",")},
+        "gpu_util_trace": trace or [],  # [Unix time, GPU, utilization %]: busy fractions over the measured steps
         "beside": beside,  # jobs of the same phase on the machine's other GPUs
         "command": command,
         "run_summary": json.loads(summary_path.read_text()) if summary_path.exists() else None,
@@ -153,7 +193,8 @@ def _job(ctx: Context, name: str, gpus: str, models: dict[str, str], steps: int,
     if name == "learning-student":
         return learning_student(ctx, gpus.split(",")[0], int(limit_s))
     if name.startswith("learning-"):
-        return learning_arm(ctx, name.removeprefix("learning-"), gpus, limit_s)
+        arm, _, seed = name.removeprefix("learning-").partition("-s")
+        return learning_arm(ctx, arm, gpus, limit_s, int(seed or 0))
     raise ValueError(f"unknown job {name!r}")
 
 
@@ -180,7 +221,7 @@ def _phase(ctx: Context, label: str, jobs: dict[str, str], models: dict[str, str
         if name in LAYOUTS:
             commands = layout_command(ctx, name, gpus, models["8b"], steps)
             _record(ctx, name, gpus, commands, codes[name], ended[name] - started, sampler.peaks(),
-                    [other for other in jobs if other != name])
+                    [other for other in jobs if other != name], sampler.trace(gpus.split(",")))
         print(f"   {name}: rc={codes[name]}", flush=True)
     return failed(*codes.values())
 
@@ -244,6 +285,7 @@ LEARNING_ARMS = {  # name -> the layout's flags; each arm on the GPUs its phase 
     "server": ["--vllm_mode", "server", "--vllm_gpus", "1", "--trainer_gpus", "1",
                "--vllm_server_args", "--max_model_len 2048"],  # the colocated engine's vllm_max_model_length
 }
+LEARNING_ARMS["server-async1"] = [*LEARNING_ARMS["server"], *ASYNC]
 
 
 def learning_student(ctx: Context, gpu: str, limit_s: int = 900) -> int:
@@ -253,22 +295,23 @@ def learning_student(ctx: Context, gpu: str, limit_s: int = 900) -> int:
                env={"CUDA_VISIBLE_DEVICES": gpu})
 
 
-def learning_arm(ctx: Context, arm: str, gpus: str, limit_s: float) -> int:
-    """GRPO alone's validation-chosen recipe (arms.yaml's s0_grpo-only, seed 0) for 20 steps on the SFT student in
-    one layout (`LEARNING_ARMS`), scored in the run on the held-out tasks at steps 0 and 20; writes
-    OUT/multigpu/server_learning_ARM.json."""
+def learning_arm(ctx: Context, arm: str, gpus: str, limit_s: float, seed: int = 0) -> int:
+    """GRPO alone's validation-chosen recipe (arms.yaml's sSEED_grpo-only) for 20 steps on the SFT student in one
+    layout (`LEARNING_ARMS`), scored in the run on the held-out tasks at steps 0 and 20; writes
+    OUT/multigpu/server_learning_ARM.json (seed 0) or server_learning_ARM-sSEED.json."""
     started = time.time()
     code = learning_student(ctx, gpus.split(",")[0], int(limit_s))
     ctx = replace(ctx, configs=SMOLLM2)
-    code = code or run(ctx, f"arms-configs-{arm}", 300, [PY, "-m", "arc_trl", "sweep", f"{SMOLLM2}/arms.yaml",
+    code = code or run(ctx, f"arms-configs-{arm}-s{seed}", 300, [PY, "-m", "arc_trl", "sweep", f"{SMOLLM2}/arms.yaml",
                                                           "--dry-run", "--command", f"{PY} -m arc_trl train"])
-    config = str(ctx.learning / "arms" / "s0_grpo-only" / "config.yaml")
-    out = ctx.work / "server-learning" / arm
+    config = str(ctx.learning / "arms" / f"s{seed}_grpo-only" / "config.yaml")
+    name = arm if seed == 0 else f"{arm}-s{seed}"
+    out = ctx.work / "server-learning" / name
     command = [PY, "-m", "arc_trl", "serve", "--config", config, "--gpus", gpus, "--auto-ports", "--",
                *LEARNING_ARMS[arm], "--max_steps", "20", "--output_dir", str(out), "--save_strategy", "no"]
     if code:
         return code
-    code = _wait(start(ctx, f"server-learning-{arm}", command), limit_s - (time.time() - started))
+    code = _wait(start(ctx, f"server-learning-{name}", command), limit_s - (time.time() - started))
     if not ctx.dry_run:
         from arc_experiments.learning.sweep_choice import evaluations
 
@@ -276,13 +319,14 @@ def learning_arm(ctx: Context, arm: str, gpus: str, limit_s: float) -> int:
 
         summary = out / "run_summary.json"
         record = {
-            "arm": arm, "gpus": gpus, "config": config, "exit_code": code, "command": command,
+            "arm": arm, "seed": seed, "gpus": gpus, "config": config, "exit_code": code, "command": command,
+            "wall_s": round(time.time() - started, 1),
             "eval_dataset": yaml.safe_load(open(config))["eval_dataset"],
             "run_summary": json.loads(summary.read_text()) if summary.exists() else None,
             "evaluations": {step: path.read_text() for step, path in evaluations(out)},
         }
         (ctx.out / "multigpu").mkdir(parents=True, exist_ok=True)
-        (ctx.out / "multigpu" / f"server_learning_{arm}.json").write_text(json.dumps(record))
+        (ctx.out / "multigpu" / f"server_learning_{name}.json").write_text(json.dumps(record))
     return code
 
 

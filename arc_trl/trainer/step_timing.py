@@ -202,6 +202,7 @@ class StepBudget:
         peak = peak_flops_per_device(peak_tflops, accelerator.device)
         self.peak_flops_total = None if peak is None else peak * accelerator.num_processes
         self.memory_peak = memory_sampler(accelerator.device)  # None on CPU
+        self.step_ends: list[float] = []  # wall-clock (Unix) time at the end of each step: GPU traces line up on it
 
     def begin(self) -> None:
         self.tokens = StepTokens()
@@ -214,6 +215,7 @@ class StepBudget:
         times = self.clock.end()
         if not times:
             return {}
+        self.step_ends.append(time.time())
         tokens = self.tokens.summed(self.accelerator)
         metrics = step_metrics(times, tokens["generated"], tokens["trained"], tokens["no_grad"], self.num_params,
                                self.peak_flops_total)

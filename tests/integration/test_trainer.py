@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import time
 from pathlib import Path
 
 import pytest
@@ -244,6 +245,7 @@ def test_benchmark_full_turns_makes_a_random_model_use_every_turn_to_its_cap(tin
     """A random-init model writes no code and rarely stops; with benchmark_full_turns each turn is exactly its cap
     and ends on the end-of-turn token, so the episodes take all turns (the 8B memory measurement, docs/memory.md)."""
     out = tmp_path / "run"
+    started = time.time()
     summary = main(_argv(tiny_model_dir, out, "--use_vllm", "true", "--vllm_mode", "colocate", "--max_steps", "1",
                          "--max_turns", "3", "--max_tokens_per_turn", "24", "--max_completion_length", "600",
                          "--vllm_max_model_length", "2560", "--max_prompt_tokens", "1600", "--save_strategy", "no",
@@ -255,3 +257,5 @@ def test_benchmark_full_turns_makes_a_random_model_use_every_turn_to_its_cap(tin
     assert log["tokens/generated"] == 4 * 3 * 24  # 4 episodes x 3 turns x the per-turn cap
     [step] = summary["per_step"]  # the step's time budget, kept per step in run_summary.json
     assert step["step"] == 1 and step["time/step"] == log["time/step"] and "time/generate" in step
+    [ended] = summary["step_end_unix"]  # when the step ended: a GPU utilization trace lines up on it
+    assert started + step["time/step"] <= ended + 1e-3 and ended <= time.time()

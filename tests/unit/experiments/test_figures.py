@@ -173,3 +173,44 @@ def test_each_layout_is_compared_with_its_own_machines_one_gpu_step(tmp_path):
     (tmp_path / "results" / "gpu_multigpu" / "2_b" / "layout_1gpu-colocate.json").unlink()
     with pytest.raises(FileNotFoundError, match="2_b: no layout_1gpu-colocate.json"):
         summary(tmp_path)
+
+
+def test_busy_fractions_cover_the_measured_steps_only():
+    from arc_experiments.figures.multigpu import measured_busy
+
+    trace = [[t, 0, 100 if t < 10 else 50] for t in range(0, 30)] + [[t, 1, 0] for t in range(0, 30)]
+    record = {"gpu_util_trace": trace, "run_summary": {"step_end_unix": [10.0, 20.0, 29.0]}}
+    assert measured_busy(record) == {"0": 0.5, "1": 0.0}  # t = 10..29: the warm-up step's 100% left out
+    assert measured_busy({"gpu_util_trace": trace, "run_summary": {"step_end_unix": [10.0]}}) is None
+    assert measured_busy({"run_summary": {"step_end_unix": [1.0, 2.0]}}) is None
+
+
+def test_async_learning_pairs_the_seeds_and_gives_a_seed_aware_interval():
+    import json as _json
+
+    from arc_experiments.figures.multigpu import async_learning
+    from arc_trl import load_tasks
+
+    spec = "synthetic:n=2,seed=1,difficulty=tiny,families=rotate"
+    solved, other = load_tasks(spec)
+
+    def attempts(right_first: int, right_second: int) -> str:  # 2 attempts per task
+        rows = [{"task_id": solved.id, "outcome": {"test_predictions": solved.test_outputs if i < right_first
+                                                   else None}} for i in range(2)]
+        rows += [{"task_id": other.id, "outcome": {"test_predictions": other.test_outputs if i < right_second
+                                                   else None}} for i in range(2)]
+        return "\n".join(_json.dumps(r) for r in rows)
+
+    def run(arm, seed, first, second, wall):
+        return ("m", {"arm": arm, "seed": seed, "eval_dataset": spec, "wall_s": wall,
+                      "evaluations": {"0": attempts(0, 0), "20": attempts(first, second)}})
+
+    arms = {"server": run("server", 0, 2, 0, 300.0), "server-s1": run("server", 1, 1, 0, 310.0),
+            "server-async1-s0": run("server-async1", 0, 2, 1, 200.0),
+            "server-async1-s1": run("server-async1", 1, 2, 0, 210.0),
+            "server-async1-s2": run("server-async1", 2, 2, 2, 205.0)}  # seed 2 has no synchronous pair
+    result = async_learning(arms)
+    assert result["seeds"] == [0, 1] and result["step"] == 20
+    assert result["sync_pass1"] == 0.375 and result["async_pass1"] == 0.625  # (0.5 + 0.25) / 2, (0.75 + 0.5) / 2
+    assert result["diff"] == 0.25 and result["diff_ci95"][0] < 0.25 < result["diff_ci95"][1]
+    assert result["sync_wall_s"] == [300.0, 310.0] and result["async_wall_s"] == [200.0, 210.0]

@@ -246,6 +246,7 @@ def test_a_phase_runs_its_jobs_together_and_records_each_layout(tmp_path, monkey
     one = json.loads((tmp_path / "out" / "multigpu" / "layout_1gpu-colocate.json").read_text())
     three = json.loads((tmp_path / "out" / "multigpu" / "layout_3gpu-server-ddp.json").read_text())
     assert (one["exit_code"], one["gpu_ids"], one["beside"]) == (3, ["3"], ["3gpu-server-ddp"])
+    assert one["gpu_util_trace"] == [[1.0, 3, 50]] and one["peak_mib_per_gpu"] == {"3": 1024}
     assert (three["exit_code"], three["gpus"], three["beside"]) == (0, 3, ["1gpu-colocate"])
 
 
@@ -266,3 +267,36 @@ class _NoPeaks:
 
     def peaks(self):
         return {"3": 1024}
+
+    def trace(self, gpus):
+        return [[1.0, int(gpu), 50] for gpu in gpus]
+
+
+def test_learning_jobs_name_their_seed_and_layout(tmp_path, capsys):
+    """Phase P: seed 0 of the learning subject through the server layout, synchronous and one step off-policy, each
+    from its seed's arm config, each writing its own results file."""
+    from arc_experiments.gpu import multigpu_stages as multigpu
+
+    ctx = Context(out=tmp_path / "out", work=tmp_path / "work", dry_run=True)
+    assert multigpu._phase(ctx, "Q", multigpu.PHASES["Q"], {}, 3, 900) == 0
+    commands = [c for c in ctx.commands if "serve" in c]
+    assert len(commands) == 2
+    sync, lagged = commands
+    assert sync[sync.index("--config") + 1].endswith("arms/s1_grpo-only/config.yaml")
+    assert "--async_rollouts" not in sync and lagged[lagged.index("--async_rollouts") + 1] == "1"
+    assert lagged[lagged.index("--output_dir") + 1].endswith("server-learning/server-async1-s1")
+    assert lagged[lagged.index("--gpus") + 1] == "2,3" and sync[sync.index("--gpus") + 1] == "0,1"
+
+
+def test_gpu_samples_read_nvidia_smis_lines_and_skip_the_rest(tmp_path):
+    from datetime import datetime
+
+    from arc_experiments.gpu.multigpu_stages import GpuPeaks
+
+    log = tmp_path / "peaks.csv"
+    log.write_text("2026/11/27 08:37:58.500, 0, 52000, 97\n2026/11/27 08:37:58.500, 1, 1200, 0\n"
+                   "2026/11/27 08:37:59.000, 0, 53000, [N/A]\n garbage\n2026/11/27 08:37:59.000, 0, 51000, 40\n")
+    sampler = GpuPeaks(log)
+    t0 = datetime(2026, 11, 27, 8, 37, 58, 500000).timestamp()
+    assert sampler.peaks() == {"0": 52000, "1": 1200}  # the [N/A] line is skipped whole
+    assert sampler.trace(["0"]) == [[round(t0, 2), 0, 97], [round(t0 + 0.5, 2), 0, 40]]

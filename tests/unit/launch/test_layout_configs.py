@@ -19,6 +19,7 @@ LAYOUTS = {  # config -> (student vLLM GPUs, trainer GPUs, teacher GPUs)
     "qwen3-8b-4gpu-colocate.yaml": (0, 4, 0),
     "qwen3-8b-2gpu-server.yaml": (1, 1, 0),
     "qwen3-8b-3gpu-server.yaml": (1, 2, 0),
+    "qwen3-8b-4gpu-server.yaml": (2, 2, 0),
     "qwen3-8b-4gpu.yaml": (2, 1, 1),
 }
 WORKLOAD = ("model_name_or_path", "use_peft", "lora_r", "lora_alpha", "lora_target_modules", "gradient_checkpointing",
