@@ -297,6 +297,12 @@ class ArcConfig:
                             f"(got {steps_per_generation} and {args.gradient_accumulation_steps})")
         if not args.vllm_importance_sampling_correction:
             problems.append("vllm_importance_sampling_correction: true (it corrects the one-step lag)")
+        if getattr(args, "vllm_structured_outputs_regex", None):
+            problems.append("no vllm_structured_outputs_regex (the background rollout's per-request generation does "
+                            "not apply it)")
+        if str(getattr(args, "eval_strategy", "no")).split(".")[-1].lower() != "no":
+            problems.append(f"eval_strategy: no (got {args.eval_strategy}; Trainer's evaluation would push weights "
+                            "under a background rollout: use eval_every_steps, the ARC evaluation, instead)")
         if problems:
             raise ValueError("async_rollouts: 1 needs " + "; ".join(problems))
 

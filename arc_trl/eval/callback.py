@@ -93,7 +93,8 @@ class ArcEvalCallback(TrainerCallback):
 
         trainer = self.trainer
         if getattr(trainer, "async_rollouts", None) is not None:  # no weight push or temperature change under a
-            trainer.async_rollouts.settle()  # background rollout in flight (arc_trl/trainer/async_rollout.py)
+            trainer.async_rollouts.settle()  # background rollout in flight (arc_trl/trainer/async_rollout.py) on
+            trainer.accelerator.wait_for_everyone()  # any process: the evaluation's first push may come unannounced
         start = time.perf_counter()
         pairs = [(t, a) for t in range(len(self.tasks)) for a in range(self.n_predictions)]
         chunk = trainer.args.per_device_train_batch_size * trainer.args.steps_per_generation

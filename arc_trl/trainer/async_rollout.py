@@ -32,6 +32,7 @@ the in-training evaluation waits for it first (`settle`: no push, no temperature
 from __future__ import annotations
 
 import copy
+import logging
 import threading
 import time
 from collections.abc import Callable, Iterator
@@ -44,6 +45,7 @@ from typing import Any
 from arc_trl.rollout.episode import Episode
 
 Rows = list[dict[str, Any]]
+logger = logging.getLogger(__name__)
 
 
 @dataclass
@@ -83,11 +85,13 @@ class AsyncRollouts:
 
     def __init__(self, max_lag: int = 1, agree: Callable[[bool, bool], tuple[bool, bool]] | None = None) -> None:
         self.max_lag = max_lag
+        self.failure_timeout_s = 60.0  # how long a failed train() waits for the rollout in flight to stop
         self.agree = agree or (lambda usable, failed: (usable, failed))  # -> (all usable, any failed)
         self.executor = ThreadPoolExecutor(1, thread_name_prefix="arc-async-rollout")
         self.lookahead = StepLookahead()
         self.pending: Launched | None = None
-        self.dropped = 0
+        self.dropped = 0  # in this run, cumulative
+        self.dropped_logged = 0  # of them, those logged already (each step logs the ones since the last)
         self.history: list[dict[str, Any]] = []  # {"version", "step", "used", "reason"} per launched rollout
 
     def launch(self, rows: Rows, version: int, play: Callable[[], list[Episode]], cancel: threading.Event) -> None:
@@ -123,6 +127,8 @@ class AsyncRollouts:
                 reason = "stale"
         usable, failed = self.agree(launched is not None and error is None and reason is None, error is not None)
         if failed:
+            if launched is not None:
+                self._drop(launched, step, "failed")
             raise error or RuntimeError("the background rollout failed on another process")
         if launched is not None and not usable:
             self._drop(launched, step, reason or "another process")
@@ -130,22 +136,27 @@ class AsyncRollouts:
         if episodes is not None:
             self.history.append({"version": launched.version, "step": step, "used": True, "reason": None})
         lags = [step - ep.policy_version for ep in episodes] if episodes else [0]
+        dropped, self.dropped_logged = self.dropped - self.dropped_logged, self.dropped
         return episodes, {"async/policy_lag": float(sum(lags) / len(lags)), "async/policy_lag_max": float(max(lags)),
-                          "async/dropped_rollouts": float(self.dropped), "async/wait_s": waited}
+                          "async/dropped_rollouts": float(dropped), "async/wait_s": waited}
 
     def settle(self) -> None:
         """Wait until the rollout in flight has finished (it stays pending, to be taken)."""
         if self.pending is not None:
             wait_for([self.pending.future])
 
-    def discard(self, step: int | None, reason: str) -> None:
-        """Cancel the rollout in flight, wait for it to end, and drop it (counted)."""
+    def discard(self, step: int | None, reason: str, timeout_s: float | None = None) -> None:
+        """Cancel the rollout in flight, wait for it to end (at most `timeout_s`: a hung server must not hide the
+        error that ended training), and drop it (counted)."""
         launched, self.pending = self.pending, None
         self.lookahead.reset()
         if launched is None:
             return
         launched.cancel.set()
-        wait_for([launched.future])
+        done, _ = wait_for([launched.future], timeout=timeout_s)
+        if not done:
+            logger.warning("the discarded background rollout did not end within %s s (%s); going on without it",
+                           timeout_s, reason)
         self._drop(launched, step, reason)
 
     def _drop(self, launched: Launched, step: int | None, reason: str) -> None:
@@ -159,8 +170,10 @@ class AsyncRollouts:
         self.discard(trainer.state.global_step, "train() starts")
         try:
             yield
-        finally:
-            self.discard(trainer.state.global_step, "train() ends")
+        except BaseException:  # training failed: the rollout must not hang the way out (a server that stopped)
+            self.discard(trainer.state.global_step, "train() failed", timeout_s=self.failure_timeout_s)
+            raise
+        self.discard(trainer.state.global_step, "train() ends")
 
     def close(self) -> None:
         self.discard(None, "closed")

@@ -48,10 +48,11 @@ def test_a_rollout_older_than_the_lag_or_for_other_rows_is_dropped_and_counted()
     manager = AsyncRollouts(max_lag=1)
     rows, other = [{"prompt": "a"}], [{"prompt": "a"}]  # equal, but not the batch it was launched for
     _launch(manager, rows, version=3)
-    assert manager.take(rows, 5)[0] is None  # lag 2 > 1
+    episodes, metrics = manager.take(rows, 5)
+    assert episodes is None and metrics["async/dropped_rollouts"] == 1.0  # lag 2 > 1
     _launch(manager, rows, version=5)
     episodes, metrics = manager.take(other, 6)
-    assert episodes is None and metrics["async/dropped_rollouts"] == 2.0
+    assert episodes is None and metrics["async/dropped_rollouts"] == 1.0  # each step logs its own drops
     _launch(manager, rows, version=7)
     assert manager.take(rows, 6)[0] is None  # a version ahead of the step (a rollback went back): lag -1
     assert [(h["version"], h["step"], h["used"], h["reason"]) for h in manager.history] == [
@@ -77,6 +78,7 @@ def test_a_failed_rollout_raises_on_every_process():
     _launch(manager, rows, 0, fail)
     with pytest.raises(ValueError, match="server gone"):
         manager.take(rows, 1)
+    assert manager.history == [{"version": 0, "step": 1, "used": False, "reason": "failed"}]
     other = AsyncRollouts(max_lag=1, agree=lambda usable, failed: (False, True))  # this process's rollout was fine
     _launch(other, rows, 0)
     with pytest.raises(RuntimeError, match="failed on another process"):
@@ -128,6 +130,44 @@ def test_attempt_discards_what_is_in_flight_at_both_ends():
     assert [(h["version"], h["reason"]) for h in manager.history] == [(3, "train() starts"), (4, "train() ends")]
 
 
+def test_a_failed_training_call_does_not_hang_on_a_rollout_that_will_not_stop():
+    """A server that stopped answering keeps the background rollout in its request: the error that ended training
+    must come out after the bounded wait, not hang behind it."""
+    manager = AsyncRollouts(max_lag=1)
+    manager.failure_timeout_s = 0.2
+    release = threading.Event()  # the rollout ignores its cancel event, as a request blocked in the HTTP client
+    trainer = SimpleNamespace(state=SimpleNamespace(global_step=1))
+    with pytest.raises(KeyError, match="the training error"), manager.attempt(trainer):
+        _launch(manager, [{"prompt": "b"}], 1, lambda: release.wait(60) and _episodes())
+        raise KeyError("the training error")
+    assert [h["reason"] for h in manager.history] == ["train() failed"]
+    assert not manager.pending and not release.is_set()  # it came out while the rollout still hung
+    release.set()
+    manager.executor.shutdown(wait=True)
+
+
+def test_the_evaluation_waits_for_every_process_rollout_before_it_plays():
+    """The ARC evaluation may push weights at its first request without a collective before it: every process must
+    have settled its background rollout first (a barrier after settle), or one process pushes under another's."""
+    from arc_trl.eval.callback import ArcEvalCallback
+
+    events = []
+
+    class Stop(Exception):
+        pass
+
+    def barrier():
+        events.append("barrier")
+        raise Stop  # the evaluation proper is not under test
+
+    callback = ArcEvalCallback.__new__(ArcEvalCallback)
+    callback.trainer = SimpleNamespace(async_rollouts=SimpleNamespace(settle=lambda: events.append("settle")),
+                                       accelerator=SimpleNamespace(wait_for_everyone=barrier))
+    with pytest.raises(Stop):
+        callback.evaluate()
+    assert events == ["settle", "barrier"]
+
+
 def test_lookahead_returns_each_steps_batches_in_order_and_keeps_the_next():
     steps = [[f"r{i}"] * 2 for i in range(3)]  # each step: 2 micro-step batches of the same rows
     flat = iter([batch for step in steps for batch in step])
@@ -167,6 +207,8 @@ def _args(**overrides):
     ({"num_iterations": 2}, "num_iterations: 1"),
     ({"steps_per_generation": 1}, "steps_per_generation = gradient_accumulation_steps"),
     ({"vllm_importance_sampling_correction": False}, "vllm_importance_sampling_correction: true"),
+    ({"vllm_structured_outputs_regex": "\\d+"}, "no vllm_structured_outputs_regex"),
+    ({"eval_strategy": "steps"}, "eval_strategy: no"),
 ])
 def test_async_rollouts_refuses_what_it_does_not_support_naming_the_keys(overrides, needs):
     ArcConfig(async_rollouts=1).check_with(_args())  # the supported setting
