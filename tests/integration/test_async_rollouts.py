@@ -241,3 +241,29 @@ def test_a_new_train_call_discards_the_rollout_in_flight(tiny_model_dir, tmp_pat
     assert _logged(trainer, "async/dropped_rollouts")[-1] == 1.0
     assert _logged(trainer, "async/policy_lag")[-1] == 0.0
     assert trainer.async_rollouts.dropped == 1  # nothing was in flight at the end (step 2 is the last)
+
+
+def test_a_discarded_rollout_stops_mid_turn_and_leaves_nothing_on_the_server(tiny_model_dir, tmp_path, server, log,
+                                                                            monkeypatch):
+    """A rollback discards the rollout while its requests are being answered: it ends with `RolloutCancelled` and the
+    discard returns only once the server has answered what was sent, so the next weight push meets an idle server."""
+    from arc_trl.rollout.detached import DetachedServerGenerator, RolloutCancelled
+
+    trainer = _trainer(tiny_model_dir, tmp_path / "run", server, log, monkeypatch, async_rollouts=1)
+    try:
+        server.delay_s = 1.0  # each reply takes a second: the discard comes while requests are in flight
+        rows = [trainer.train_dataset[0], trainer.train_dataset[0]]
+        prompts = [row["prompt"] for row in rows]
+        cancel = threading.Event()
+        generator = DetachedServerGenerator(trainer, cancel)
+        manager = trainer.async_rollouts
+        manager.launch(rows, 0, lambda: trainer.rollout.play(rows, prompts, trainer, generator, trainer.sandbox_pool),
+                       cancel)
+        launched = manager.pending
+        assert log.seen[rows[0]["task_id"]].wait(timeout=30)  # a request reached the server
+        manager.discard(0, "rollback")
+        assert server.active == 0  # what was sent has been answered: nothing of the rollout is on the server
+        assert isinstance(launched.future.exception(timeout=0), RolloutCancelled)
+        assert manager.history == [{"version": 0, "step": 0, "used": False, "reason": "rollback"}]
+    finally:
+        trainer.close()
