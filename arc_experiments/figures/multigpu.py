@@ -61,9 +61,9 @@ def busy_fractions(trace: list[list[float]], start: float, end: float) -> dict[s
     the sampling interval in which a kernel ran, so a GPU waiting on another reads near 0."""
     per_gpu: dict[str, list[float]] = {}
     for t, gpu, util in trace:
-        per_gpu.setdefault(str(int(gpu)), [])
+        samples = per_gpu.setdefault(str(int(gpu)), [])
         if start <= t <= end:
-            per_gpu[str(int(gpu))].append(util)
+            samples.append(util)
     return {gpu: round(sum(u) / len(u) / 100, 3) if u else None for gpu, u in per_gpu.items()}
 
 
@@ -177,10 +177,6 @@ def summary(root: Path) -> dict[str, Any]:
 def server_learning(arms: dict[str, tuple[str, dict[str, Any]]]) -> dict[str, Any]:
     """Each arm's (colocated, server) reward (first / last steps) and held-out pass@1 at each evaluated step (the
     per-task mean); `arms`: name -> (machine, its server_learning_ARM.json)."""
-    import tempfile
-
-    from arc_experiments.learning.sweep_choice import per_task_from_attempts
-
     datasets = {record.get("eval_dataset") for _, record in arms.values()}
     if len(datasets) != 1:
         raise ValueError(f"server_learning arms were scored on different datasets: {sorted(map(str, datasets))}")
@@ -189,11 +185,8 @@ def server_learning(arms: dict[str, tuple[str, dict[str, Any]]]) -> dict[str, An
     for name, (machine, record) in sorted(arms.items()):
         summary = record.get("run_summary") or {}
         pass1 = {}
-        for step, text in record["evaluations"].items():
-            with tempfile.NamedTemporaryFile("w", suffix=".jsonl") as handle:
-                handle.write(text)
-                handle.flush()
-                per_task = per_task_from_attempts(Path(handle.name), dataset)
+        for step in record["evaluations"]:
+            per_task = _per_task(record, step)
             pass1[step] = round(sum(per_task.values()) / len(per_task), 4) if per_task else None
         runs[name] = {"machine": machine, "gpus": record.get("gpus"), "exit_code": record.get("exit_code"),
                       "reward_first_steps": summary.get("reward_first_steps"),

@@ -22,6 +22,7 @@ from __future__ import annotations
 import threading
 from typing import Any
 
+from arc_trl.rollout.generators import full_turn_kwargs
 from arc_trl.rollout.streams import ServerStream, run_turn, trainer_sampling
 from arc_trl.trl_internals import stream_clients
 
@@ -61,9 +62,7 @@ class DetachedServerGenerator:
         keys = list(range(len(sequences))) if keys is None else keys
         if not keys:  # nothing left on this process, and no collective to join
             return [], []
-        extra = None
-        if self.full_turn_end is not None:  # benchmark_full_turns, as generation_overrides sets it
-            extra = {"min_tokens": max_tokens - 1, "logit_bias": {int(self.full_turn_end): 100.0}}
+        extra = None if self.full_turn_end is None else full_turn_kwargs(max_tokens, self.full_turn_end)
         return run_turn(self.open_stream(extra), sequences[: len(keys)], max_tokens, keys)
 
     def global_any(self, flag: bool) -> bool:

@@ -33,6 +33,12 @@ class Generator(Protocol):
 _MISSING = object()
 
 
+def full_turn_kwargs(max_tokens: int, full_turn_end: int) -> dict:
+    """vLLM sampling kwargs of a turn forced to exactly `max_tokens` tokens ending on `full_turn_end`
+    (`benchmark_full_turns`): no stop before `max_tokens - 1` (`min_tokens`), then a +100 logit bias on it."""
+    return {"min_tokens": max_tokens - 1, "logit_bias": {int(full_turn_end): 100.0}}
+
+
 @contextmanager
 def generation_overrides(trainer, max_tokens: int | None = None, temperature: float | None = None,
                          full_turn_end: int | None = None):
@@ -45,8 +51,7 @@ def generation_overrides(trainer, max_tokens: int | None = None, temperature: fl
     if trainer.use_vllm:
         targets = [(trainer.vllm_generation, {"max_completion_length": max_tokens, "temperature": temperature})]
         if full_turn_end is not None and max_tokens is not None:
-            targets.append((trainer.vllm_generation.generation_kwargs,
-                            {"min_tokens": max_tokens - 1, "logit_bias": {int(full_turn_end): 100.0}}))
+            targets.append((trainer.vllm_generation.generation_kwargs, full_turn_kwargs(max_tokens, full_turn_end)))
     else:
         names = {"max_new_tokens": max_tokens, "temperature": temperature}
         targets = [(trainer.generation_config, names), (trainer.generation_kwargs, names)]
