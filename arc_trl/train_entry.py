@@ -263,7 +263,7 @@ def summarise(trainer, started: float) -> dict:
     return summary
 
 
-PER_STEP_PREFIXES = ("time/", "memory/", "sampling/sampling_logp_difference")
+PER_STEP_PREFIXES = ("time/", "memory/", "sampling/sampling_logp_difference", "async/")
 
 
 def format_outcome(summary: dict) -> str:

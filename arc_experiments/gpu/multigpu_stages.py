@@ -33,6 +33,8 @@ LAYOUTS = {  # name -> (config, GPUs, extra training flags); the configs share t
     "3gpu-server-ddp": ("configs/qwen3-8b-3gpu-server.yaml", 3, ()),
     "3gpu-server-zero2": ("configs/qwen3-8b-3gpu-server.yaml", 3, ("--accelerate_config", ZERO.format(2))),
     "3gpu-server-zero3": ("configs/qwen3-8b-3gpu-server.yaml", 3, ("--accelerate_config", ZERO.format(3))),
+    # ZeRO-3 on one process (zero.Init all the same): the RoPE precision fix's check where no 3 GPUs are lent
+    "1gpu-colocate-zero3": ("configs/qwen3-8b-1gpu-colocate.yaml", 1, ("--accelerate_config", ZERO.format(3))),
     "4gpu-seeds": ("configs/qwen3-8b-4gpu.yaml", 4, ()),
     "4gpu-server": ("configs/qwen3-8b-4gpu-server.yaml", 4, ()),
     # asynchronous rollouts (docs/async.md): the same layouts, step t+1 generated while step t trains
@@ -59,6 +61,10 @@ PHASES = {  # label -> {job: GPUs}: a layout (LAYOUTS), a check or drill, or the
     "M": {"4gpu-server": "0,1,2,3"},
     "N": {"4gpu-server-async1": "0,1,2,3"},
     "O": {"4gpu-seeds-async1": "0,1,2,3"},
+    # a 2-GPU machine: the one-GPU step beside ZeRO-3's gap check, then async and sync server layouts back to back
+    "S": {"1gpu-colocate": "0", "1gpu-colocate-zero3": "1"},
+    "T": {"2gpu-server-async1": "0,1"},
+    "U": {"2gpu-server": "0,1"},
     # the learning subject, synchronous against asynchronous server runs, seeds 0-2 (docs/async.md)
     "P": {"learning-server-s0": "0,1", "learning-server-async1-s0": "2,3"},
     "Q": {"learning-server-s1": "0,1", "learning-server-async1-s1": "2,3"},
@@ -256,7 +262,7 @@ def multigpu(ctx: Context) -> int:
         code, models["0.6b"] = shape_06b(ctx)
         codes.append(code)
     for label in chosen:
-        codes.append(_phase(ctx, label, PHASES[label], models, ctx.steps or 3, max(ctx.limit, 900)))
+        codes.append(_phase(ctx, label, PHASES[label], models, ctx.steps or 3, ctx.limit))
         collect(ctx)
     return failed(*codes)
 
