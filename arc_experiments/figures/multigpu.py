@@ -161,11 +161,11 @@ def summary(root: Path) -> dict[str, Any]:
                                            "gpu_used_mib_after", "said")} for d in data["drills"]]
         result[key] = data
         result[f"{key}_machine"] = machine
-    arms = {p.stem.removeprefix("server_learning_"): (m.name, json.loads(p.read_text()))
-            for m in machines for p in sorted(m.glob("server_learning_*.json"))}
+    arms = {f"{m.name}/{p.stem.removeprefix('server_learning_')}": (m.name, json.loads(p.read_text()))
+            for m in machines for p in sorted(m.glob("server_learning_*.json"))}  # a machine's arms share its student
     result["server_learning"] = server_learning(arms) if arms else (
         f"not measured: no {FOLDER}/MACHINE/server_learning_ARM.json (python -m arc_experiments.gpu server-learning)")
-    asynchronous = {name: arm for name, arm in arms.items() if arm[1].get("arm", name).startswith("server-async")}
+    asynchronous = {name: arm for name, arm in arms.items() if str(arm[1].get("arm")).startswith("server-async")}
     result["async_learning"] = async_learning(arms) if asynchronous else (
         f"not measured: no {FOLDER}/MACHINE/server_learning_server-async1*.json (python -m arc_experiments.gpu "
         "multigpu --only P,Q,R)")
@@ -175,8 +175,9 @@ def summary(root: Path) -> dict[str, Any]:
 
 
 def server_learning(arms: dict[str, tuple[str, dict[str, Any]]]) -> dict[str, Any]:
-    """Each arm's (colocated, server) reward (first / last steps) and held-out pass@1 at each evaluated step (the
-    per-task mean); `arms`: name -> (machine, its server_learning_ARM.json)."""
+    """Each run's (colocated, server, asynchronous server) reward (first / last steps), held-out pass@1 at each
+    evaluated step (the per-task mean) and training seconds; `arms`: MACHINE/NAME -> (machine, its
+    server_learning_NAME.json). Compare runs of one machine only: each machine trains its own SFT student."""
     datasets = {record.get("eval_dataset") for _, record in arms.values()}
     if len(datasets) != 1:
         raise ValueError(f"server_learning arms were scored on different datasets: {sorted(map(str, datasets))}")
@@ -188,9 +189,11 @@ def server_learning(arms: dict[str, tuple[str, dict[str, Any]]]) -> dict[str, An
         for step in record["evaluations"]:
             per_task = _per_task(record, step)
             pass1[step] = round(sum(per_task.values()) / len(per_task), 4) if per_task else None
-        runs[name] = {"machine": machine, "gpus": record.get("gpus"), "exit_code": record.get("exit_code"),
+        runs[name] = {"machine": machine, "arm": record.get("arm"), "seed": record.get("seed"),
+                      "gpus": record.get("gpus"), "exit_code": record.get("exit_code"),
                       "reward_first_steps": summary.get("reward_first_steps"),
-                      "reward_last_steps": summary.get("reward_last_steps"), "heldout_pass1": pass1}
+                      "reward_last_steps": summary.get("reward_last_steps"), "heldout_pass1": pass1,
+                      "train_s": summary.get("seconds")}
     return {"eval_dataset": dataset, "runs": runs}
 
 
@@ -213,15 +216,16 @@ def _per_task(record: dict[str, Any], step: str) -> dict[str, float] | None:
 
 def async_learning(arms: dict[str, tuple[str, dict[str, Any]]]) -> dict[str, Any]:
     """The learning subject through the server layout, synchronous (`server`) against one step off-policy
-    (`server-async1`), seeds paired: held-out pass@1 at step 20 of each, and the difference with its seed-aware
-    interval (arc_experiments/learning/seed_interval.py); each run's wall-clock for its 20 steps."""
+    (`server-async1`), paired by machine and seed (a machine's runs share its SFT student): held-out pass@1 at step
+    20 of each, and the difference with its seed-aware interval (arc_experiments/learning/seed_interval.py); each
+    run's training seconds for its 20 steps (scripts/train.py's own clock: no server start, no SFT)."""
     from arc_experiments.learning.seed_interval import seed_interval
 
-    runs: dict[str, dict[int, dict[str, Any]]] = {"server": {}, "server-async1": {}}
-    for name, (_, record) in arms.items():
-        arm = record.get("arm", name)
+    runs: dict[str, dict[tuple[str, int], dict[str, Any]]] = {"server": {}, "server-async1": {}}
+    for machine, record in arms.values():
+        arm = record.get("arm")
         if arm in runs:
-            runs[arm][int(record.get("seed", 0))] = record
+            runs[arm][(machine, int(record.get("seed", 0)))] = record
     seeds = sorted(set(runs["server"]) & set(runs["server-async1"]))
     per_task = {arm: [_per_task(runs[arm][s], ASYNC_STEP) for s in seeds] for arm in runs}
     scored = [i for i, s in enumerate(seeds) if all(per_task[arm][i] for arm in runs)]
@@ -236,10 +240,10 @@ def async_learning(arms: dict[str, tuple[str, dict[str, Any]]]) -> dict[str, Any
         return round(sum(sum(r.values()) / len(r) for r in per_run) / len(per_run), 4)
 
     return {
-        "step": int(ASYNC_STEP), "seeds": seeds,
+        "step": int(ASYNC_STEP), "seeds": [seed for _, seed in seeds], "machines": [machine for machine, _ in seeds],
         "sync_pass1": mean(sync_runs), "async_pass1": mean(async_runs),
         "diff_ci95": [round(x, 4) for x in diff["ci"]], "diff": round(diff["mean"], 4),
         "seed_part": diff["seed_part"],
-        "sync_wall_s": [runs["server"][s].get("wall_s") for s in seeds],
-        "async_wall_s": [runs["server-async1"][s].get("wall_s") for s in seeds],
+        "sync_wall_s": [(runs["server"][s].get("run_summary") or {}).get("seconds") for s in seeds],
+        "async_wall_s": [(runs["server-async1"][s].get("run_summary") or {}).get("seconds") for s in seeds],
     }

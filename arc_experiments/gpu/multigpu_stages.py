@@ -65,6 +65,8 @@ PHASES = {  # label -> {job: GPUs}: a layout (LAYOUTS), a check or drill, or the
     "S": {"1gpu-colocate": "0", "1gpu-colocate-zero3": "1"},
     "T": {"2gpu-server-async1": "0,1"},
     "U": {"2gpu-server": "0,1"},
+    "W": {"learning-server-async1": "0,1"},  # the SFT student (made first), then async seed 0 through the server
+    "X": {"learning-server": "0,1"},  # then the synchronous seed 0 on the same machine
     # the learning subject, synchronous against asynchronous server runs, seeds 0-2 (docs/async.md)
     "P": {"learning-server-s0": "0,1", "learning-server-async1-s0": "2,3"},
     "Q": {"learning-server-s1": "0,1", "learning-server-async1-s1": "2,3"},
@@ -250,9 +252,11 @@ def multigpu(ctx: Context) -> int:
     if not ctx.dry_run:  # what the figures were measured on
         (ctx.out / "multigpu").mkdir(parents=True, exist_ok=True)
         topology = subprocess.run(["nvidia-smi", "topo", "-m"], capture_output=True, text=True).stdout
+        path = ctx.out / "multigpu" / "machine.json"
+        before = json.loads(path.read_text()).get("phases", {}) if path.exists() else {}  # an earlier start's
         machine = {"versions_and_gpu": header(), "gpu_count": len(_gpu_ids()), "topology": topology.splitlines(),
-                   "phases": {label: PHASES[label] for label in chosen}}
-        (ctx.out / "multigpu" / "machine.json").write_text(json.dumps(machine, indent=1))
+                   "phases": {**before, **{label: PHASES[label] for label in chosen}}}
+        path.write_text(json.dumps(machine, indent=1))
     jobs = {name for label in chosen for name in PHASES[label]}
     codes, models = [], {}
     if jobs & set(LAYOUTS):

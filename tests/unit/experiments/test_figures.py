@@ -132,14 +132,18 @@ def test_server_learning_scores_each_run_at_each_evaluated_step():
         rows += [{"task_id": missed.id, "outcome": {"test_predictions": None}} for _ in range(2)]
         return "\n".join(_json.dumps(r) for r in rows)
 
-    arms = {"colocate": ("m1", {"eval_dataset": spec, "gpus": "3", "exit_code": 0,
-                                "run_summary": {"reward_first_steps": 1.0, "reward_last_steps": 2.0},
-                                "evaluations": {"0": attempts(0), "20": attempts(2)}}),
-            "server": ("m1", {"eval_dataset": spec, "run_summary": None, "evaluations": {"20": attempts(1)}})}
+    arms = {"m1/colocate": ("m1", {"arm": "colocate", "seed": 0, "eval_dataset": spec, "gpus": "3", "exit_code": 0,
+                                   "run_summary": {"reward_first_steps": 1.0, "reward_last_steps": 2.0,
+                                                   "seconds": 95.5},
+                                   "evaluations": {"0": attempts(0), "20": attempts(2)}}),
+            "m1/server": ("m1", {"eval_dataset": spec, "run_summary": None, "evaluations": {"20": attempts(1)}}),
+            "m2/server": ("m2", {"eval_dataset": spec, "run_summary": None, "evaluations": {"20": attempts(0)}})}
     result = server_learning(arms)
-    assert result["runs"]["colocate"] == {"machine": "m1", "gpus": "3", "exit_code": 0, "reward_first_steps": 1.0,
-                                          "reward_last_steps": 2.0, "heldout_pass1": {"0": 0.0, "20": 0.5}}
-    assert result["runs"]["server"]["heldout_pass1"] == {"20": 0.25}  # (1/2 + 0) / 2 tasks
+    assert result["runs"]["m1/colocate"] == {
+        "machine": "m1", "arm": "colocate", "seed": 0, "gpus": "3", "exit_code": 0, "reward_first_steps": 1.0,
+        "reward_last_steps": 2.0, "heldout_pass1": {"0": 0.0, "20": 0.5}, "train_s": 95.5}
+    assert result["runs"]["m1/server"]["heldout_pass1"] == {"20": 0.25}  # (1/2 + 0) / 2 tasks
+    assert result["runs"]["m2/server"]["heldout_pass1"] == {"20": 0.0}  # another machine's run kept beside it
 
 
 def test_server_learning_refuses_arms_scored_on_different_tasks():
@@ -201,16 +205,18 @@ def test_async_learning_pairs_the_seeds_and_gives_a_seed_aware_interval():
                                                    else None}} for i in range(2)]
         return "\n".join(_json.dumps(r) for r in rows)
 
-    def run(arm, seed, first, second, wall):
-        return ("m", {"arm": arm, "seed": seed, "eval_dataset": spec, "wall_s": wall,
-                      "evaluations": {"0": attempts(0, 0), "20": attempts(first, second)}})
+    def run(arm, seed, first, second, seconds, machine="m"):  # wall_s (with the SFT student) is not the figure
+        return (machine, {"arm": arm, "seed": seed, "eval_dataset": spec, "wall_s": seconds + 150,
+                          "run_summary": {"seconds": seconds},
+                          "evaluations": {"0": attempts(0, 0), "20": attempts(first, second)}})
 
-    arms = {"server": run("server", 0, 2, 0, 300.0), "server-s1": run("server", 1, 1, 0, 310.0),
-            "server-async1-s0": run("server-async1", 0, 2, 1, 200.0),
-            "server-async1-s1": run("server-async1", 1, 2, 0, 210.0),
-            "server-async1-s2": run("server-async1", 2, 2, 2, 205.0)}  # seed 2 has no synchronous pair
+    arms = {"m/server": run("server", 0, 2, 0, 300.0), "m/server-s1": run("server", 1, 1, 0, 310.0),
+            "m/server-async1": run("server-async1", 0, 2, 1, 200.0),
+            "m/server-async1-s1": run("server-async1", 1, 2, 0, 210.0),
+            "m/server-async1-s2": run("server-async1", 2, 2, 2, 205.0),  # seed 2 has no synchronous pair
+            "n/server-s2": run("server", 2, 0, 0, 300.0, machine="n")}  # nor on its own machine
     result = async_learning(arms)
-    assert result["seeds"] == [0, 1] and result["step"] == 20
+    assert result["seeds"] == [0, 1] and result["machines"] == ["m", "m"] and result["step"] == 20
     assert result["sync_pass1"] == 0.375 and result["async_pass1"] == 0.625  # (0.5 + 0.25) / 2, (0.75 + 0.5) / 2
     assert result["diff"] == 0.25 and result["diff_ci95"][0] < 0.25 < result["diff_ci95"][1]
     assert result["sync_wall_s"] == [300.0, 310.0] and result["async_wall_s"] == [200.0, 210.0]

@@ -300,3 +300,23 @@ def test_gpu_samples_read_nvidia_smis_lines_and_skip_the_rest(tmp_path):
     t0 = datetime(2026, 11, 27, 8, 37, 58, 500000).timestamp()
     assert sampler.peaks() == {"0": 52000, "1": 1200}  # the [N/A] line is skipped whole
     assert sampler.trace(["0"]) == [[round(t0, 2), 0, 97], [round(t0 + 0.5, 2), 0, 40]]
+
+
+def test_a_later_start_on_the_same_machine_adds_its_phases_to_the_machine_record(tmp_path, monkeypatch):
+    """Each `queue.sh start` of the multigpu stage on one machine writes machine.json: a later one (phase X after
+    S,T,U) keeps the earlier phases (it overwrote them, leaving the record naming only the last start's)."""
+    import json
+
+    from arc_experiments.gpu import multigpu_stages as multigpu
+
+    monkeypatch.setattr(multigpu, "header", lambda: "torch x | GPU y")
+    monkeypatch.setattr(multigpu, "_gpu_ids", lambda: ["0", "1"])
+    monkeypatch.setattr(multigpu.subprocess, "run", lambda *a, **k: subprocess.CompletedProcess(a, 0, "GPU0 GPU1\n"))
+    monkeypatch.setattr(multigpu, "shape_8b", lambda ctx: (0, "/m"))
+    monkeypatch.setattr(multigpu, "_phase", lambda *a, **k: 0)
+    monkeypatch.setattr("arc_experiments.gpu.stages.collect", lambda ctx: None)
+    for only in ("S,T", "U"):
+        assert multigpu.multigpu(Context(out=tmp_path / "out", work=tmp_path / "work", only=only)) == 0
+    machine = json.loads((tmp_path / "out" / "multigpu" / "machine.json").read_text())
+    assert list(machine["phases"]) == ["S", "T", "U"] and machine["phases"]["U"] == multigpu.PHASES["U"]
+    assert machine["gpu_count"] == 2
