@@ -56,6 +56,9 @@ def partial_row(name: str, gpus: int, log: Path, baseline_first_s: float | None,
     }
 
 
+ASYNC_METRICS = ("async/policy_lag", "async/policy_lag_max", "async/dropped_rollouts", "async/wait_s")
+
+
 def busy_fractions(trace: list[list[float]], start: float, end: float) -> dict[str, float | None]:
     """Each GPU's mean utilization between `start` and `end` (Unix times) as a fraction of 1: nvidia-smi's share of
     the sampling interval in which a kernel ran, so a GPU waiting on another reads near 0."""
@@ -75,6 +78,17 @@ def measured_busy(record: dict[str, Any]) -> dict[str, float | None] | None:
     if len(ends) < 2 or not trace:
         return None
     return busy_fractions(trace, ends[0], ends[-1])
+
+
+def busy_by_step(record: dict[str, Any]) -> dict[str, list[float | None]] | None:
+    """Each GPU's busy fraction in each measured step (steps 2, 3, ...): the mean over the steps hides a step unlike
+    the others, e.g. an asynchronous run's last step, which launches no rollout and leaves its engines idle."""
+    ends = (record.get("run_summary") or {}).get("step_end_unix") or []
+    trace = record.get("gpu_util_trace") or []
+    if len(ends) < 2 or not trace:
+        return None
+    steps = [busy_fractions(trace, start, end) for start, end in zip(ends, ends[1:])]
+    return {gpu: [step.get(gpu) for step in steps] for gpu in steps[0]}
 
 
 def layout_row(record: dict[str, Any], baseline_step_s: float | None) -> dict[str, Any]:
@@ -102,6 +116,9 @@ def layout_row(record: dict[str, Any], baseline_step_s: float | None) -> dict[st
         "sampling_logp_difference": part("sampling/sampling_logp_difference/mean"),
         "peak_gib_per_gpu": {gpu: None if mib is None else round(mib / MIB_PER_GIB, 1) for gpu, mib in peaks.items()},
         "busy_frac_per_gpu": measured_busy(record),
+        "busy_frac_per_gpu_by_step": busy_by_step(record),
+        **({"async": {key.removeprefix("async/"): part(key) for key in ASYNC_METRICS}}
+           if any(key in s for s in steps for key in ASYNC_METRICS) else {}),
         "beside": record.get("beside", []),
     }
 

@@ -189,6 +189,15 @@ def test_busy_fractions_cover_the_measured_steps_only():
     assert measured_busy({"run_summary": {"step_end_unix": [1.0, 2.0]}}) is None
 
 
+def test_busy_fractions_by_step_show_an_idle_last_step_the_mean_hides():
+    from arc_experiments.figures.multigpu import busy_by_step
+
+    # GPU 0 (the engine) busy through step 2 (t 10..20) and idle in step 3 (t 20..30): an async run's last step
+    trace = [[t, 0, 100 if t <= 20 else 0] for t in range(10, 31)] + [[t, 1, 100] for t in range(10, 31)]
+    by_step = busy_by_step({"gpu_util_trace": trace, "run_summary": {"step_end_unix": [10.0, 20.0, 30.0]}})
+    assert by_step == {"0": [1.0, 0.091], "1": [1.0, 1.0]}  # t = 20 ends step 2 and starts step 3: 1 of 11 busy
+
+
 def test_async_learning_pairs_the_seeds_and_gives_a_seed_aware_interval():
     import json as _json
 
