@@ -41,6 +41,36 @@ def logged_step(log: Path) -> dict[str, float]:
     return {}
 
 
+def logged_steps(log: Path) -> list[dict[str, float]]:
+    """Every training step's figures a trainer log printed (the lines of TRL's logged dicts with `time/step`)."""
+    steps = []
+    for line in log.read_text(errors="replace").splitlines():
+        found = dict(re.findall(r"'([a-z_]+/[a-z_/]+)': '([0-9.e+-]+)'", line))
+        if "time/step" in found:
+            steps.append({key: float(value) for key, value in found.items()})
+    return steps
+
+
+OFF_POLICY_METRICS = ("sampling/sampling_logp_difference/mean", "sampling/importance_sampling_ratio/min",
+                      "sampling/importance_sampling_ratio/max", "sampling/masked_episode_frac",
+                      "sampling/clipped_episode_frac", "async/policy_lag", "async/dropped_rollouts")
+
+
+def off_policy(log: Path) -> dict[str, dict[str, float]] | None:
+    """What the importance-sampling correction saw over a run's steps, from its trainer log: for each of
+    OFF_POLICY_METRICS the run logged, the mean and the extreme (min for the ratio's minimum, else max) over steps."""
+    if not log.exists():
+        return None
+    steps = logged_steps(log)
+    found = {}
+    for key in OFF_POLICY_METRICS:
+        values = [step[key] for step in steps if key in step]
+        if values:
+            extreme = min(values) if key.endswith("/min") else max(values)
+            found[key] = {"mean": round(sum(values) / len(values), 4), "extreme": round(extreme, 4)}
+    return found
+
+
 def partial_row(name: str, gpus: int, log: Path, baseline_first_s: float | None, why: str) -> dict[str, Any]:
     """A layout that logged only its first step before its machine was lost: that step's figures, beside the
     same machine's one-GPU first step (both include one-time warm-up)."""
@@ -180,7 +210,7 @@ def summary(root: Path) -> dict[str, Any]:
         result[f"{key}_machine"] = machine
     arms = {f"{m.name}/{p.stem.removeprefix('server_learning_')}": (m.name, json.loads(p.read_text()))
             for m in machines for p in sorted(m.glob("server_learning_*.json"))}  # a machine's arms share its student
-    result["server_learning"] = server_learning(arms) if arms else (
+    result["server_learning"] = server_learning(arms, folder) if arms else (
         f"not measured: no {FOLDER}/MACHINE/server_learning_ARM.json (python -m arc_experiments.gpu server-learning)")
     asynchronous = {name: arm for name, arm in arms.items() if str(arm[1].get("arm")).startswith("server-async")}
     result["async_learning"] = async_learning(arms) if asynchronous else (
@@ -191,10 +221,12 @@ def summary(root: Path) -> dict[str, Any]:
     return result
 
 
-def server_learning(arms: dict[str, tuple[str, dict[str, Any]]]) -> dict[str, Any]:
+def server_learning(arms: dict[str, tuple[str, dict[str, Any]]], folder: Path | None = None) -> dict[str, Any]:
     """Each run's (colocated, server, asynchronous server) reward (first / last steps), held-out pass@1 at each
     evaluated step (the per-task mean) and training seconds; `arms`: MACHINE/NAME -> (machine, its
-    server_learning_NAME.json). Compare runs of one machine only: each machine trains its own SFT student."""
+    server_learning_NAME.json), and what the importance-sampling correction saw (`off_policy`, from the run's trainer
+    log committed as FOLDER/MACHINE/logs/server-learning-NAME-trainer.log). Compare runs of one machine only: each
+    machine trains its own SFT student."""
     datasets = {record.get("eval_dataset") for _, record in arms.values()}
     if len(datasets) != 1:
         raise ValueError(f"server_learning arms were scored on different datasets: {sorted(map(str, datasets))}")
@@ -211,6 +243,8 @@ def server_learning(arms: dict[str, tuple[str, dict[str, Any]]]) -> dict[str, An
                       "reward_first_steps": summary.get("reward_first_steps"),
                       "reward_last_steps": summary.get("reward_last_steps"), "heldout_pass1": pass1,
                       "train_s": summary.get("seconds")}
+        log = f"server-learning-{name.split('/')[-1]}-trainer.log"
+        runs[name]["off_policy"] = None if folder is None else off_policy(folder / machine / "logs" / log)
     return {"eval_dataset": dataset, "runs": runs}
 
 

@@ -141,7 +141,7 @@ def test_server_learning_scores_each_run_at_each_evaluated_step():
     result = server_learning(arms)
     assert result["runs"]["m1/colocate"] == {
         "machine": "m1", "arm": "colocate", "seed": 0, "gpus": "3", "exit_code": 0, "reward_first_steps": 1.0,
-        "reward_last_steps": 2.0, "heldout_pass1": {"0": 0.0, "20": 0.5}, "train_s": 95.5}
+        "reward_last_steps": 2.0, "heldout_pass1": {"0": 0.0, "20": 0.5}, "train_s": 95.5, "off_policy": None}
     assert result["runs"]["m1/server"]["heldout_pass1"] == {"20": 0.25}  # (1/2 + 0) / 2 tasks
     assert result["runs"]["m2/server"]["heldout_pass1"] == {"20": 0.0}  # another machine's run kept beside it
 
@@ -229,3 +229,20 @@ def test_async_learning_pairs_the_seeds_and_gives_a_seed_aware_interval():
     assert result["sync_pass1"] == 0.375 and result["async_pass1"] == 0.625  # (0.5 + 0.25) / 2, (0.75 + 0.5) / 2
     assert result["diff"] == 0.25 and result["diff_ci95"][0] < 0.25 < result["diff_ci95"][1]
     assert result["sync_wall_s"] == [300.0, 310.0] and result["async_wall_s"] == [200.0, 210.0]
+
+
+def test_off_policy_figures_come_from_each_logged_step_of_the_trainer_log(tmp_path):
+    from arc_experiments.figures.multigpu import off_policy
+
+    log = tmp_path / "trainer.log"
+    log.write_text(
+        "{'loss': '0.1', 'sampling/importance_sampling_ratio/min': '0.8', 'sampling/masked_episode_frac': '0',"
+        " 'async/policy_lag': '0', 'time/step': '5'}\n"
+        "noise 'sampling/masked_episode_frac': '0.9' without a step\n"
+        "{'sampling/importance_sampling_ratio/min': '0.6', 'sampling/masked_episode_frac': '0.0312',"
+        " 'async/policy_lag': '1', 'time/step': '4'}\n")
+    assert off_policy(log) == {
+        "sampling/importance_sampling_ratio/min": {"mean": 0.7, "extreme": 0.6},
+        "sampling/masked_episode_frac": {"mean": 0.0156, "extreme": 0.0312},
+        "async/policy_lag": {"mean": 0.5, "extreme": 1.0}}
+    assert off_policy(tmp_path / "none.log") is None
