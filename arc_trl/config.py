@@ -18,6 +18,7 @@ if TYPE_CHECKING:
 
 from arc_trl import defaults
 from arc_trl.config_types import field_type_problems
+from arc_trl.fp8_rollout import check_choices, check_trainer_settings
 from arc_trl.rollout.settings import AGENT_MODES
 from arc_trl.rollout.settings import SCHEDULING as ROLLOUT_SCHEDULING
 
@@ -67,6 +68,19 @@ class ArcConfig:
                   "are pushed once per step between rollouts, and vLLM's importance-sampling correction covers the "
                   "one-step lag (docs/async.md). Needs num_iterations: 1, steps_per_generation = "
                   "gradient_accumulation_steps and vllm_importance_sampling_correction: true."},
+    )
+
+    vllm_rollout_dtype: str = field(
+        default="bf16",
+        metadata={"help": "bf16 | fp8: the precision of the weights the vLLM engine samples rollouts with (colocated "
+                  "or the student server of arc-trl serve); the trainer stays bf16. fp8: vLLM's online per-tensor FP8 "
+                  "quantization, redone at every weight sync; vLLM's importance-sampling correction covers the "
+                  "larger sampler/trainer gap (docs/fp8.md). Needs use_vllm."},
+    )
+    vllm_kv_cache_dtype: str = field(
+        default="auto",
+        metadata={"help": "auto | fp8: the vLLM engine's KV cache (fp8: e4m3, scale 1.0, half the bytes). Needs "
+                  "use_vllm (docs/fp8.md)."},
     )
 
     # --- sandbox --------------------------------------------------------------------------------------------------
@@ -237,6 +251,7 @@ class ArcConfig:
         for name, (value, allowed) in checks.items():
             if value not in allowed:
                 raise ValueError(f"{name}={value!r} is not one of {', '.join(allowed)}")
+        check_choices(self.vllm_rollout_dtype, self.vllm_kv_cache_dtype)
         if self.max_turns < 1:
             raise ValueError(f"max_turns must be >= 1, got {self.max_turns}")
         if self.agent_mode == "program":
@@ -265,6 +280,7 @@ class ArcConfig:
     def check_with(self, args) -> None:
         """The checks that need TRL's `GRPOConfig` `args` too (ValueError naming the key)."""
         self._check_async_rollouts(args)
+        check_trainer_settings(self.vllm_rollout_dtype, self.vllm_kv_cache_dtype, bool(args.use_vllm))
         if not self.defer_old_logps:
             return
         steps_per_generation = args.steps_per_generation or args.gradient_accumulation_steps

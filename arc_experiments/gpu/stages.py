@@ -8,6 +8,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 from arc_experiments.gpu import collapse_stages as collapse
+from arc_experiments.gpu import fp8_stages as fp8
 from arc_experiments.gpu import learning_stages as learning
 from arc_experiments.gpu import measure_stages as measure
 from arc_experiments.gpu import multigpu_stages as multigpu
@@ -42,6 +43,9 @@ STAGES: dict[str, Stage] = {
     "multigpu": multigpu.multigpu,
     "drills": multigpu.drills,
     "server-learning": multigpu.server_learning,
+    "fp8-8b": fp8.fp8_8b,
+    "fp8-sync": fp8.fp8_sync,
+    "fp8-learning": fp8.fp8_learning,
 }
 
 

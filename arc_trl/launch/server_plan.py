@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from urllib.parse import urlparse, urlunparse
 
+from arc_trl.fp8_rollout import server_args
 from arc_trl.launch.launch_config import GpuSplit, gpu_split, launch_value, needs_student_server, needs_teacher_server
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
@@ -127,7 +128,13 @@ def _student_server(config: dict, gpus: list[str] | None, port: int, split: GpuS
     command = [venv_command("trl"), "vllm-serve", "--model", str(model),
                "--data-parallel-size", str(split.vllm // tensor_parallel),
                "--tensor-parallel-size", str(tensor_parallel), "--port", str(port)]
-    command += shlex.split(str(config.get("vllm_server_args") or ""))
+    given = shlex.split(str(config.get("vllm_server_args") or ""))
+    try:  # FP8 rollouts (arc_trl/fp8_rollout.py): the server's vLLM quantizes again at each weight transfer itself
+        command += server_args(str(config.get("vllm_rollout_dtype") or "bf16"),
+                               str(config.get("vllm_kv_cache_dtype") or "auto"), given)
+    except ValueError as error:
+        raise PlanError(str(error)) from error
+    command += given
     return ProcessSpec("student-vllm", command, gpus, f"http://127.0.0.1:{port}{HEALTH_PATH}")
 
 
@@ -185,7 +192,7 @@ PLAN_KEYS = (  # the training keys the plan reads: a `--key value` on the comman
     "model_name_or_path", "teacher_model", "use_vllm", "vllm_mode", "vllm_server_base_url", "vllm_server_port",
     "vllm_group_port", "vllm_tensor_parallel_size", "teacher_backend", "teacher_server_url", "trainer_gpus",
     "vllm_gpus", "teacher_gpus", "accelerate_config", "vllm_server_args", "teacher_server_args",
-    "server_startup_timeout", "output_dir",
+    "server_startup_timeout", "output_dir", "vllm_rollout_dtype", "vllm_kv_cache_dtype",
 )
 BOOLEAN_PLAN_KEYS = ("use_vllm",)
 

@@ -15,6 +15,8 @@ A thin subclass: `__init__` wires the pieces and each override is a short hook i
 - `defer_old_logps` (off by default): TRL's old-log-prob forward skipped, the vLLM IS ratio and the teacher term
   computed per micro-batch from the training forward (`_compute_loss`, `_at_loss_time`);
 - LoRA weight sync: the adapter merged into new tensors, the base never written (`lora_merge.py`);
+- FP8 rollouts (`vllm_rollout_dtype`, `vllm_kv_cache_dtype`): the colocated engine built with them, each weight sync
+  quantized again (`arc_trl/fp8_rollout.py`, `trl_internals.requantize_on_sync`);
 - `async_rollouts: 1`: the next step's rollout in the background while this step trains (`async_rollout.py`:
   `get_batch_samples` reads one step ahead, `_generate` takes, pushes and launches, `train` discards what is in
   flight at each call's start and end);
@@ -32,6 +34,7 @@ from arc_trl.chat_template import end_of_turn_id
 from arc_trl.collapse.loop import attach_collapse_guard, train_with_guard
 from arc_trl.config import ArcConfig
 from arc_trl.eval.callback import ArcEvalCallback
+from arc_trl.fp8_rollout import engine_kwargs
 from arc_trl.rollout.arc_rollout import ArcRollout
 from arc_trl.rollout.settings import RolloutSettings
 from arc_trl.trainer.async_rollout import AsyncRollouts, async_generate, process_agreement
@@ -51,11 +54,13 @@ from arc_trl.trainer.teacher_term import TEACHER_LOGPS, TeacherTerm, build_teach
 from arc_trl.trl_internals import (
     buffered_micro_batches,
     checkpoint_folder,
+    colocated_engine_kwargs,
     entropy_bonus_enabled,
     log_metrics,
     lossless_lora_sync,
     overwrite_last_metric,
     replace_buffered_micro_batches,
+    requantize_on_sync,
     seed_colocated_sampling,
     watch_per_token_logps,
     without_old_logps,
@@ -120,17 +125,20 @@ class ArcGRPOTrainer(GRPOTrainer):
         )
         self._teacher_kl_coef = 0.0
         self._last_rewards = None  # the weighted rewards of the last batch (for the rollout dump)
-        super().__init__(
-            model=model,
-            reward_funcs=reward_funcs,
-            args=args,
-            train_dataset=train_dataset,
-            eval_dataset=eval_dataset,
-            processing_class=processing_class,
-            callbacks=callbacks,
-            peft_config=peft_config,
-            rollout_func=self.rollout,
-        )
+        colocated = args.use_vllm and args.vllm_mode == "colocate"  # a server takes them on its command line
+        extra = engine_kwargs(arc.vllm_rollout_dtype, arc.vllm_kv_cache_dtype) if colocated else {}
+        with colocated_engine_kwargs(extra):  # FP8 rollouts: TRL's colocated vllm.LLM is built in here
+            super().__init__(
+                model=model,
+                reward_funcs=reward_funcs,
+                args=args,
+                train_dataset=train_dataset,
+                eval_dataset=eval_dataset,
+                processing_class=processing_class,
+                callbacks=callbacks,
+                peft_config=peft_config,
+                rollout_func=self.rollout,
+            )
         # ZeRO-3's zero.Init built the rotary frequencies in bf16 (trainer/rope_precision.py): float32 again, before
         # the first forward, for the policy and for TRL's reference model when it loaded one
         for model_name in ("model", "ref_model"):
@@ -155,6 +163,8 @@ class ArcGRPOTrainer(GRPOTrainer):
             if why_not and why_not != "not a PEFT model":
                 logger.warning("LoRA weight sync: TRL's merge/unmerge in place (it rounds the base weights at every "
                                "sync): %s", why_not)
+            if arc.vllm_rollout_dtype == "fp8":  # each sync quantizes the pushed weights again (colocated)
+                requantize_on_sync(self.vllm_generation)
             # TRL calls it from _generate, _generate_single_turn and VLLMGeneration.generate (sleep mode)
             timed_method(self.vllm_generation, "sync_weights", self.step_clock, "weight_sync")
         why_not = grouping_keeps_loss(args, entropy_bonus_enabled(self))

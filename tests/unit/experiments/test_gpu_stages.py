@@ -320,3 +320,23 @@ def test_a_later_start_on_the_same_machine_adds_its_phases_to_the_machine_record
     machine = json.loads((tmp_path / "out" / "multigpu" / "machine.json").read_text())
     assert list(machine["phases"]) == ["S", "T", "U"] and machine["phases"]["U"] == multigpu.PHASES["U"]
     assert machine["gpu_count"] == 2
+
+
+def test_fp8_stages_measure_each_rollout_precision_on_the_same_recipe_and_each_seed(tmp_path):
+    ctx = _dry(tmp_path, "fp8-8b", "fp8-sync", "fp8-learning")
+    joined = [shlex.join(c) for c in ctx.commands]
+    runs = [c for c in joined if "-m arc_trl train --config configs/qwen3-8b-1gpu-colocate.yaml" in c]
+    assert [c.split("--output_dir ")[1].rsplit("/", 1)[1] for c in runs] == [
+        "8b-rollout-bf16", "8b-rollout-fp8", "8b-rollout-fp8-kv"]
+    assert [c.split("--seed 0")[1].split(" --output_dir")[0] for c in runs] == [
+        "", " --vllm_rollout_dtype fp8", " --vllm_rollout_dtype fp8 --vllm_kv_cache_dtype fp8"]  # else identical
+    assert all("--benchmark_full_turns true" in c and "--max_steps 3" in c for c in runs)
+    checks = [c for c in joined if "benchmarks/fp8_sync_check.py" in c]
+    assert len(checks) == 3 and "--no-hook" in checks[0] and "--kv-cache-dtype fp8" in checks[2]
+    arms = [c for c in joined if "-m arc_trl serve" in c]
+    assert len(arms) == 6 and all("--gpus 0" in c for c in arms)
+    for seed in (0, 1, 2):
+        fp8, bf16 = ([c for c in arms if f"s{seed}_grpo-only" in c and ("--vllm_rollout_dtype fp8" in c) == flag]
+                     for flag in (True, False))
+        assert len(fp8) == len(bf16) == 1
+        assert fp8[0].replace(" --vllm_rollout_dtype fp8", "").replace("colocate-fp8", "colocate") == bf16[0]

@@ -1,0 +1,54 @@
+"""GPU stages of FP8 rollouts (docs/fp8.md): the 8B recipe's step at bf16, FP8 weights and FP8 weights + KV cache,
+back to back on one GPU; the engine-level sync check; the learning subject with bf16 vs FP8 rollouts, 3 seeds each."""
+
+from __future__ import annotations
+
+from arc_experiments.gpu.measure_stages import PY, RECIPE_8B, shape_8b, train
+from arc_experiments.gpu.multigpu_stages import learning_arm
+from arc_experiments.gpu.runner import Context, failed, run
+
+ROLLOUTS_8B = {  # run name -> the rollout flags; measured in this order, on the same GPU
+    "8b-rollout-bf16": [],
+    "8b-rollout-fp8": ["--vllm_rollout_dtype", "fp8"],
+    "8b-rollout-fp8-kv": ["--vllm_rollout_dtype", "fp8", "--vllm_kv_cache_dtype", "fp8"],
+}
+LEARNING_SEEDS = (0, 1, 2)
+
+
+def fp8_8b(ctx: Context) -> int:
+    """configs/qwen3-8b-1gpu-colocate.yaml (random 8B shape, every turn forced to its cap, 3 steps) at bf16, FP8
+    weights and FP8 weights + KV cache, back to back: the step's parts (time/*), the sampler/trainer gap (sampling/*)
+    and peak memory (memory/*) in each run's run_summary.json under WORK/runs/8b-rollout-*"""
+    code, model = shape_8b(ctx)
+    common = ["--config", RECIPE_8B, "--model_name_or_path", model, "--max_steps", str(ctx.steps or 3),
+              "--report_to", "none", "--save_strategy", "no", "--benchmark_full_turns", "true",
+              "--collapse_guard", "off", "--seed", "0"]
+    codes = [code]
+    for name, flags in ROLLOUTS_8B.items():
+        codes.append(code or train(ctx, name, max(ctx.limit, 900), *common, *flags))
+    return failed(*codes)
+
+
+def fp8_sync(ctx: Context) -> int:
+    """The FP8 engine follows the new weights after a sync (benchmarks/fp8_sync_check.py, random qwen3-0.6b shape):
+    FP8 weights, FP8 weights + KV cache, and TRL's plain sync without the hook (expected to fail, recorded)"""
+    check = [PY, "benchmarks/fp8_sync_check.py"]
+    plain = run(ctx, "fp8-sync-no-hook", 300, [*check, "--no-hook", "--out", str(ctx.out / "fp8_sync_no_hook.json")])
+    if plain == 0 and not ctx.dry_run:
+        print("fp8-sync-no-hook passed: the plain sync was expected to fail (see its JSON)", flush=True)
+    return failed(
+        run(ctx, "fp8-sync", 300, [*check, "--out", str(ctx.out / "fp8_sync_check.json")]),
+        run(ctx, "fp8-sync-kv", 300, [*check, "--kv-cache-dtype", "fp8", "--out",
+                                      str(ctx.out / "fp8_sync_check_kv.json")]),
+    )
+
+
+def fp8_learning(ctx: Context) -> int:
+    """The learning subject (SmolLM2 after SFT, GRPO alone's chosen recipe, 20 steps, colocated on GPU 0) with bf16
+    and with FP8 rollouts, seeds 0-2, scored on the held-out tasks at steps 0 and 20:
+    OUT/multigpu/server_learning_colocate[-fp8][-sSEED].json"""
+    codes = []
+    for seed in LEARNING_SEEDS:
+        for arm in ("colocate", "colocate-fp8"):
+            codes.append(learning_arm(ctx, arm, "0", max(ctx.limit, 1500), seed))
+    return failed(*codes)

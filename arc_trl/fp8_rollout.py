@@ -1,0 +1,63 @@
+"""FP8 rollouts: the vLLM engine settings of `vllm_rollout_dtype` and `vllm_kv_cache_dtype` (docs/fp8.md).
+
+The trainer stays bf16; only the engine that samples the rollouts holds FP8 weights (vLLM's online quantization of
+the bf16 checkpoint: per-tensor weight scales, dynamic activation scales) and, optionally, an FP8 KV cache (scale 1.0:
+the pushed weights carry no calibrated K/V scales). The same settings reach a colocated engine (`engine_kwargs`, added
+to the `vllm.LLM` TRL builds, `trl_internals.colocated_engine_kwargs`) and the student server (`server_args`, on its
+`trl vllm-serve` command line, `arc_trl/launch/server_plan.py`). Each weight sync must quantize the step's weights
+again: `trl_internals.requantize_on_sync` (colocated); a server does it in vLLM's weight-transfer engine.
+"""
+
+from __future__ import annotations
+
+ROLLOUT_DTYPES = ("bf16", "fp8")
+KV_CACHE_DTYPES = ("auto", "fp8")
+VLLM_QUANTIZATION = "fp8"  # vLLM 0.26-0.31: online per-tensor FP8 of a bf16 checkpoint (Fp8PerTensorOnlineLinearMethod)
+
+
+def check_choices(rollout_dtype: str, kv_cache_dtype: str) -> None:
+    """ValueError naming the key whose value is not a choice."""
+    if rollout_dtype not in ROLLOUT_DTYPES:
+        raise ValueError(f"vllm_rollout_dtype={rollout_dtype!r} is not one of {', '.join(ROLLOUT_DTYPES)}")
+    if kv_cache_dtype not in KV_CACHE_DTYPES:
+        raise ValueError(f"vllm_kv_cache_dtype={kv_cache_dtype!r} is not one of {', '.join(KV_CACHE_DTYPES)}")
+
+
+def uses_fp8(rollout_dtype: str, kv_cache_dtype: str) -> bool:
+    return rollout_dtype == "fp8" or kv_cache_dtype == "fp8"
+
+
+def engine_kwargs(rollout_dtype: str, kv_cache_dtype: str) -> dict[str, str]:
+    """The `vllm.LLM(...)` keyword arguments of these settings (empty for bf16 weights and an `auto` KV cache)."""
+    check_choices(rollout_dtype, kv_cache_dtype)
+    kwargs = {}
+    if rollout_dtype == "fp8":
+        kwargs["quantization"] = VLLM_QUANTIZATION
+    if kv_cache_dtype != "auto":
+        kwargs["kv_cache_dtype"] = kv_cache_dtype
+    return kwargs
+
+
+def server_args(rollout_dtype: str, kv_cache_dtype: str, given: list[str]) -> list[str]:
+    """The `trl vllm-serve` arguments of these settings (`--quantization` is forwarded to `vllm serve`;
+    `--kv_cache_dtype` is TRL's own). `given`: the config's `vllm_server_args`, which must not set either itself."""
+    kwargs = engine_kwargs(rollout_dtype, kv_cache_dtype)
+    clashes = {"quantization": ("--quantization", "-q"), "kv_cache_dtype": ("--kv_cache_dtype", "--kv-cache-dtype")}
+    args = []
+    for key, value in kwargs.items():
+        flags = clashes[key]
+        if any(arg in flags or arg.startswith(tuple(f"{flag}=" for flag in flags)) for arg in given):
+            setting = "vllm_rollout_dtype" if key == "quantization" else "vllm_kv_cache_dtype"
+            raise ValueError(f"vllm_server_args sets {flags[0]} and {setting}={value!r} sets it too: use {setting} "
+                             "alone")
+        args += [flags[0], value]
+    return args
+
+
+def check_trainer_settings(rollout_dtype: str, kv_cache_dtype: str, use_vllm: bool) -> None:
+    """The checks that need TRL's `GRPOConfig` (ValueError naming the key)."""
+    check_choices(rollout_dtype, kv_cache_dtype)
+    if uses_fp8(rollout_dtype, kv_cache_dtype) and not use_vllm:
+        raise ValueError(f"vllm_rollout_dtype={rollout_dtype!r} / vllm_kv_cache_dtype={kv_cache_dtype!r} set the "
+                         "vLLM engine's precision: they need use_vllm: true (transformers generate samples with the "
+                         "trainer's own bf16 weights)")

@@ -1,0 +1,160 @@
+"""GPU check of FP8 rollouts' weight sync (docs/fp8.md): after optimizer steps that change the policy, a colocated FP8
+engine synced by TRL's `VLLMGeneration.sync_weights` with arc_trl's re-quantizing hook gives what an FP8 engine built
+from the new weights gives (greedy tokens, their log-probs), and not the stale engine's; beside it, a bf16 engine of
+the new weights (the FP8 gap itself). The CPU test of the same (tests/integration/test_fp8_sync.py) replaces vLLM's
+FP8 quantization kernel by torch; this runs vLLM's own kernels.
+
+    python benchmarks/fp8_sync_check.py --out OUT/fp8_sync_check.json [--shape qwen3-0.6b] [--kv-cache-dtype fp8]
+
+Writes a JSON: tokens and log-probs of each engine, the largest log-prob differences, and `passed` (the synced engine
+equals the fresh FP8 one: same tokens, log-probs within --tolerance; and the weights did move: the fresh tokens are
+the taught ones and differ from the stale ones). Exit code 1 when not passed. `--no-hook` runs TRL's plain sync
+instead (expected to fail: records the error).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+import tempfile
+import time
+from pathlib import Path
+from types import SimpleNamespace
+
+os.environ.setdefault("VLLM_ENABLE_V1_MULTIPROCESSING", "0")  # the engine in this process, as TRL's colocated one
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+PROMPT = [1, 2, 3, 4]
+TARGET = [40, 41, 42, 43, 44, 45]
+
+
+def engine(model_dir: Path, rollout_dtype: str, kv_cache_dtype: str, memory: float):
+    import trl.generation.vllm_generation as vllm_generation
+
+    from arc_trl.fp8_rollout import engine_kwargs
+    from arc_trl.trl_internals import colocated_engine_kwargs
+
+    with colocated_engine_kwargs(engine_kwargs(rollout_dtype, kv_cache_dtype)):  # as ArcGRPOTrainer builds it
+        return vllm_generation.LLM(model=str(model_dir), dtype="bfloat16", max_model_len=256, max_num_seqs=4, seed=0,
+                                   gpu_memory_utilization=memory, logprobs_mode="processed_logprobs",
+                                   quantization=None)
+
+
+def greedy(llm) -> dict:
+    from vllm import SamplingParams
+
+    [out] = llm.generate([{"prompt_token_ids": PROMPT}], SamplingParams(max_tokens=len(TARGET), temperature=0.0,
+                                                                        logprobs=0), use_tqdm=False)
+    done = out.outputs[0]
+    return {"tokens": list(done.token_ids),
+            "logps": [lp[token].logprob for token, lp in zip(done.token_ids, done.logprobs)]}
+
+
+def train_towards_target(model_dir: Path, steps: int, lr: float):
+    import torch
+    from transformers import AutoModelForCausalLM
+
+    torch.manual_seed(0)
+    model = AutoModelForCausalLM.from_pretrained(model_dir, dtype=torch.bfloat16).cuda()
+    ids = torch.tensor([PROMPT + TARGET], device="cuda")
+    labels = ids.clone()
+    labels[:, : len(PROMPT)] = -100
+    optimizer = torch.optim.AdamW(model.parameters(), lr=lr)
+    for _ in range(steps):
+        model(input_ids=ids, labels=labels).loss.backward()
+        optimizer.step()
+        optimizer.zero_grad()
+    return model
+
+
+def sync(llm, model, hook: bool) -> None:
+    """TRL's colocated `VLLMGeneration.sync_weights` pushing `model` into `llm` (with the hook: as the trainer does)."""
+    from trl.generation.vllm_generation import VLLMGeneration
+
+    from arc_trl.trl_internals import requantize_on_sync
+
+    vg = object.__new__(VLLMGeneration)
+    vg.__dict__.update(mode="colocate", enable_sleep_mode=False, llm=llm,
+                       accelerator=SimpleNamespace(is_main_process=True))
+    vg._iter_named_params = lambda: ((name, p.data) for name, p in model.named_parameters())
+    if hook:
+        requantize_on_sync(vg)
+    VLLMGeneration.sync_weights(vg)
+
+
+def shutdown(llm) -> None:
+    import gc
+
+    import torch
+
+    core = getattr(llm.llm_engine, "engine_core", None)
+    if core is not None and hasattr(core, "shutdown"):
+        core.shutdown()
+    del llm
+    gc.collect()
+    torch.cuda.empty_cache()
+
+
+def largest_difference(a: list[float], b: list[float]) -> float:
+    return max(abs(x - y) for x, y in zip(a, b)) if len(a) == len(b) else float("inf")
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--out", required=True)
+    parser.add_argument("--shape", default="qwen3-0.6b", help="arc_trl.tiny_model shape, random init")
+    parser.add_argument("--kv-cache-dtype", default="auto", choices=("auto", "fp8"))
+    parser.add_argument("--steps", type=int, default=40)
+    parser.add_argument("--lr", type=float, default=1e-3)
+    parser.add_argument("--tolerance", type=float, default=1e-3,
+                        help="largest |log-prob difference| between the synced and the fresh FP8 engine: the same "
+                             "weights and kernels, so only reduction-order noise")
+    parser.add_argument("--no-hook", action="store_true", help="TRL's plain sync (expected to fail)")
+    parser.add_argument("--memory", type=float, default=0.25, help="gpu_memory_utilization of each engine")
+    args = parser.parse_args()
+    import torch
+    import vllm
+
+    from arc_trl.tiny_model import build_tiny_model, shape_spec
+
+    record: dict = {"shape": args.shape, "kv_cache_dtype": args.kv_cache_dtype, "hook": not args.no_hook,
+                    "vllm": vllm.__version__, "torch": torch.__version__, "device": torch.cuda.get_device_name(0),
+                    "prompt": PROMPT, "target": TARGET, "steps": args.steps, "lr": args.lr}
+    with tempfile.TemporaryDirectory() as tmp:
+        base = build_tiny_model(Path(tmp) / "base", shape_spec(args.shape), device="cuda")
+        llm = engine(base, "fp8", args.kv_cache_dtype, args.memory)
+        record["stale"] = greedy(llm)
+        trained = train_towards_target(base, args.steps, args.lr)
+        trained.save_pretrained(Path(tmp) / "trained")
+        started = time.perf_counter()
+        try:
+            sync(llm, trained, hook=not args.no_hook)
+            record["sync_s"] = round(time.perf_counter() - started, 3)
+            record["synced"] = greedy(llm)
+        except Exception as error:  # noqa: BLE001 - the plain sync's failure is the finding of --no-hook
+            record["sync_error"] = repr(error)[:2000]
+        shutdown(llm)
+        del trained
+        for name, dtype in (("fresh_fp8", "fp8"), ("fresh_bf16", "bf16")):
+            fresh = engine(Path(tmp) / "trained", dtype, args.kv_cache_dtype if dtype == "fp8" else "auto",
+                           args.memory)
+            record[name] = greedy(fresh)
+            shutdown(fresh)
+    fresh, synced = record["fresh_fp8"], record.get("synced")
+    record["premise_weights_moved"] = fresh["tokens"] == TARGET and record["stale"]["tokens"] != fresh["tokens"]
+    if synced is not None:
+        record["synced_vs_fresh_fp8_max_abs_logp"] = largest_difference(synced["logps"], fresh["logps"])
+    record["fresh_fp8_vs_bf16_max_abs_logp"] = largest_difference(fresh["logps"], record["fresh_bf16"]["logps"])
+    record["passed"] = bool(synced is not None and record["premise_weights_moved"]
+                            and synced["tokens"] == fresh["tokens"]
+                            and record["synced_vs_fresh_fp8_max_abs_logp"] <= args.tolerance)
+    Path(args.out).parent.mkdir(parents=True, exist_ok=True)
+    Path(args.out).write_text(json.dumps(record, indent=1))
+    print(json.dumps({k: v for k, v in record.items() if not isinstance(v, dict)}, indent=1))
+    return 0 if record["passed"] else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,136 @@
+"""FP8 rollouts without an engine: the keys' checks, what reaches a colocated `vllm.LLM` and the student server's
+command line, and the re-quantizing hook run by TRL's own colocated `sync_weights` on a stand-in engine (the engine
+itself: tests/integration/test_fp8_sync.py, on CPU; benchmarks/fp8_sync_check.py on a GPU)."""
+
+from __future__ import annotations
+
+import sys
+import types
+from types import SimpleNamespace
+
+import pytest
+
+from arc_trl.config import ArcConfig
+from arc_trl.fp8_rollout import engine_kwargs, server_args
+from arc_trl.launch.server_plan import PlanError, build_plan
+from arc_trl.trl_internals import colocated_engine_kwargs, requantize_on_sync
+
+
+@pytest.mark.parametrize(("rollout", "kv", "expected"), [
+    ("bf16", "auto", {}),
+    ("fp8", "auto", {"quantization": "fp8"}),
+    ("fp8", "fp8", {"quantization": "fp8", "kv_cache_dtype": "fp8"}),
+    ("bf16", "fp8", {"kv_cache_dtype": "fp8"}),
+])
+def test_engine_kwargs_and_server_args_of_each_setting(rollout, kv, expected):
+    assert engine_kwargs(rollout, kv) == expected
+    flags = {"quantization": "--quantization", "kv_cache_dtype": "--kv_cache_dtype"}
+    assert server_args(rollout, kv, ["--max_model_len", "2048"]) == [
+        part for key, value in expected.items() for part in (flags[key], value)]
+
+
+def test_unknown_values_and_fp8_without_vllm_name_the_key():
+    with pytest.raises(ValueError, match="vllm_rollout_dtype='int8' is not one of bf16, fp8"):
+        ArcConfig(vllm_rollout_dtype="int8")
+    with pytest.raises(ValueError, match="vllm_kv_cache_dtype='fp16' is not one of auto, fp8"):
+        ArcConfig(vllm_kv_cache_dtype="fp16")
+    args = SimpleNamespace(use_vllm=False, steps_per_generation=None, gradient_accumulation_steps=1)
+    with pytest.raises(ValueError, match="vllm_rollout_dtype='fp8'.*need use_vllm: true"):
+        ArcConfig(vllm_rollout_dtype="fp8").check_with(args)
+    with pytest.raises(ValueError, match="vllm_kv_cache_dtype='fp8'.*need use_vllm: true"):
+        ArcConfig(vllm_kv_cache_dtype="fp8").check_with(args)
+    ArcConfig().check_with(args)  # the defaults need no vLLM
+
+
+SERVER = {"model_name_or_path": "/models/student", "use_vllm": True, "vllm_mode": "server", "vllm_gpus": 1,
+          "trainer_gpus": 1}
+
+
+def _student(plan):
+    [student] = plan.servers
+    return student.command
+
+
+def test_the_student_server_gets_the_fp8_flags_from_the_yaml_or_the_command_line(tmp_path):
+    bf16 = _student(build_plan(SERVER, tmp_path / "c.yaml", ["0", "1"]))
+    assert "--quantization" not in bf16 and "--kv_cache_dtype" not in bf16
+    fp8 = _student(build_plan({**SERVER, "vllm_rollout_dtype": "fp8", "vllm_server_args": "--max_model_len 2048"},
+                              tmp_path / "c.yaml", ["0", "1"]))
+    assert fp8[fp8.index("--quantization") + 1] == "fp8" and "--kv_cache_dtype" not in fp8
+    assert fp8[-2:] == ["--max_model_len", "2048"]  # the config's own server arguments last, as before
+    both = _student(build_plan(SERVER, tmp_path / "c.yaml", ["0", "1"],
+                               train_args=["--vllm_rollout_dtype", "fp8", "--vllm_kv_cache_dtype=fp8"]))
+    assert both[both.index("--quantization") + 1] == "fp8" and both[both.index("--kv_cache_dtype") + 1] == "fp8"
+
+
+@pytest.mark.parametrize("given", ["--quantization fp8", "-q awq", "--kv-cache-dtype=fp8_e5m2"])
+def test_a_server_flag_set_twice_is_a_plan_error_naming_both_keys(tmp_path, given):
+    config = {**SERVER, "vllm_rollout_dtype": "fp8", "vllm_kv_cache_dtype": "fp8", "vllm_server_args": given}
+    with pytest.raises(PlanError, match="vllm_server_args sets --.* and vllm_.*_dtype='fp8' sets it too"):
+        build_plan(config, tmp_path / "c.yaml", ["0", "1"])
+
+
+def test_trls_colocated_llm_gets_the_engine_kwargs_only_inside_the_block(monkeypatch):
+    import trl.generation.vllm_generation as vllm_generation
+
+    built = []
+    monkeypatch.setattr(vllm_generation, "LLM", lambda **kwargs: built.append(kwargs) or "engine")
+    with colocated_engine_kwargs({"quantization": "fp8", "kv_cache_dtype": "fp8"}):
+        assert vllm_generation.LLM(model="m", quantization=None, seed=0) == "engine"  # as TRL's _init_vllm calls it
+        with pytest.raises(ValueError, match="vllm_rollout_dtype: fp8 cannot serve a bitsandbytes-quantized policy"):
+            vllm_generation.LLM(model="m", quantization="bitsandbytes")
+    vllm_generation.LLM(model="m", quantization=None)
+    assert built == [{"model": "m", "quantization": "fp8", "seed": 0, "kv_cache_dtype": "fp8"},
+                     {"model": "m", "quantization": None}]
+    with colocated_engine_kwargs({}):  # bf16: TRL's class untouched
+        vllm_generation.LLM(model="m", quantization="bitsandbytes")
+    assert built[-1] == {"model": "m", "quantization": "bitsandbytes"}
+
+
+class _Recorder:
+    def __init__(self):
+        self.events = []
+
+    def model_runner(self):
+        model = SimpleNamespace(load_weights=lambda weights: self.events.extend(("load", n) for n, _ in weights))
+        return SimpleNamespace(model=model, model_config="model-config")
+
+
+def _stand_in_generation(events: _Recorder, mode: str = "colocate"):
+    """What TRL 1.16's `VLLMGeneration.sync_weights` reads of itself, colocated: the engine path it loads through."""
+    runner = events.model_runner()
+    llm = SimpleNamespace(llm_engine=SimpleNamespace(model_executor=SimpleNamespace(
+        driver_worker=SimpleNamespace(model_runner=runner))), reset_prefix_cache=lambda: events.events.append("reset"))
+    vg = SimpleNamespace(mode=mode, enable_sleep_mode=False, accelerator=SimpleNamespace(is_main_process=True), llm=llm)
+    vg._iter_named_params = lambda: iter([("a.weight", 1), ("b.weight", 2), ("c.bias", 3)])
+    return vg, runner
+
+
+@pytest.fixture
+def reload_calls(monkeypatch):
+    """vLLM's layerwise-reload module, recorded (the real one: tests/integration/test_fp8_sync.py)."""
+    recorder = _Recorder()
+    module = types.ModuleType("vllm.model_executor.model_loader.reload")
+    module.initialize_layerwise_reload = lambda model: recorder.events.append(("start", model))
+    module.finalize_layerwise_reload = lambda model, config: recorder.events.append(("finish", model, config))
+    monkeypatch.setitem(sys.modules, module.__name__, module)
+    return recorder
+
+
+def test_each_colocated_sync_brackets_exactly_its_loads_with_one_layerwise_reload(reload_calls):
+    from trl.generation.vllm_generation import VLLMGeneration
+
+    vg, runner = _stand_in_generation(reload_calls)
+    assert requantize_on_sync(vg)
+    for _ in range(2):  # two optimizer steps, two syncs: one reload each
+        VLLMGeneration.sync_weights(vg)  # TRL's own colocated sync, on the stand-in
+    loads = [("load", "a.weight"), ("load", "b.weight"), ("load", "c.bias")]
+    one_sync = [("start", runner.model), *loads, ("finish", runner.model, "model-config"), "reset"]
+    assert reload_calls.events == one_sync * 2
+
+
+def test_server_mode_is_left_to_the_servers_weight_transfer_engine(reload_calls):
+    vg, _ = _stand_in_generation(reload_calls, mode="server")
+    walk = vg._iter_named_params
+    assert not requantize_on_sync(vg)
+    assert vg._iter_named_params is walk and reload_calls.events == []
