@@ -180,3 +180,27 @@ def test_a_group_spanning_two_processes_gets_its_peer_from_the_other_process(tin
     assert len(texts) == 2 and "print('from process 0')" in texts[0] and "Puzzle B" in texts[0]
     assert "print('c1')" in texts[1] and "Puzzle C" in texts[1]  # row 4 taught by row 5; row 5 has no peer
     assert stats.missing_episodes == 1
+
+
+@pytest.mark.parametrize("mode", ["binary", "partial", "balanced", "barc"])
+@pytest.mark.parametrize("agent_mode", ["repl", "program"])
+def test_the_default_threshold_is_reached_by_a_solve_and_by_nothing_less(mode, agent_mode, toy_task):
+    """peer_min_reward: null is the mode's top reward: every evaluated grid exact reaches it; one wrong cell does
+    not (under barc in program mode, a train grid wrong is enough to fall short)."""
+    from arc_trl.rewards import AttemptOutcome, compute_reward, highest_reward
+    from arc_trl.trainer.peer_prompts import min_peer_reward
+
+    threshold = min_peer_reward(ArcConfig(reward_mode=mode))
+    assert threshold == highest_reward(mode)
+    train = [p.output for p in toy_task.train]
+    solved = AttemptOutcome(code_found=True, code_parsed=True, test_predictions=toy_task.test_outputs,
+                            train_predictions=train, submitted=True)
+    assert compute_reward(mode, solved, toy_task, agent_mode) >= threshold
+    near = [[[8, 7], [0, 0]]]  # 3 of 4 cells of the test output
+    near_miss = AttemptOutcome(code_found=True, code_parsed=True, test_predictions=near, train_predictions=train,
+                               submitted=True)
+    assert compute_reward(mode, near_miss, toy_task, agent_mode) < threshold
+    if mode == "barc" and agent_mode == "program":
+        wrong_train = AttemptOutcome(code_found=True, code_parsed=True, test_predictions=toy_task.test_outputs,
+                                     train_predictions=[train[0], [[6, 0, 0]]], submitted=True)
+        assert compute_reward(mode, wrong_train, toy_task, agent_mode) < threshold
