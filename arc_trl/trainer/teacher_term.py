@@ -4,7 +4,8 @@
 gets finished episodes while the others still generate: `submit_finished`, the rollout's `on_finished`), then adds
 the teacher term to TRL's batch (`apply`): with `teacher_loss: advantage`, A_t = adv_tau * A + teacher_tau *
 clip(logp_T - logp_S) (`arc_trl.opd`); with `reverse_kl`, the batch's reference log-probs become the teacher's,
-for TRL's own KL term (`ArcGRPOTrainer.compute_loss` sets its weight). docs/opd.md.
+for TRL's own KL term (`ArcGRPOTrainer.compute_loss` sets its weight). `teacher_privileged: peer` scores, after the
+rewards, only the episodes whose GRPO group has another successful episode (`peer_prompts.py`). docs/opd.md.
 """
 
 from __future__ import annotations
