@@ -23,9 +23,9 @@ from arc_trl.rollout.settings import AGENT_MODES
 from arc_trl.rollout.settings import SCHEDULING as ROLLOUT_SCHEDULING
 
 REWARD_MODES = ("binary", "partial", "balanced", "barc")
-TEACHER_BACKENDS = ("none", "local", "base", "server")
+TEACHER_BACKENDS = ("none", "local", "base", "server", "policy")
 TEACHER_LOSSES = ("advantage", "reverse_kl")
-PRIVILEGED_INFO = ("none", "solutions", "program")
+PRIVILEGED_INFO = ("none", "solutions", "program", "peer")
 COLLAPSE_ACTIONS = ("off", "warn", "stop", "rollback")
 
 
@@ -117,7 +117,8 @@ class ArcConfig:
     teacher_backend: str = field(
         default="none",
         metadata={"help": "none | local (a model loaded next to the trainer) | base (LoRA: the frozen base model, "
-                  "adapter disabled) | server (a vLLM OpenAI server, prompt_logprobs)."},
+                  "adapter disabled) | server (a vLLM OpenAI server, prompt_logprobs) | policy (the live policy "
+                  "itself, adapter on, no grad: a self-teacher, with a privileged prompt such as peer)."},
     )
     teacher_model: str | None = field(default=None, metadata={"help": "Teacher model path (local/server backends)."})
     teacher_server_url: str | None = field(default=None, metadata={"help": "e.g. http://localhost:8001"})
@@ -132,7 +133,21 @@ class ArcConfig:
                   "docs/opd.md."},
     )
     teacher_privileged: str = field(
-        default="none", metadata={"help": "Privileged info in the teacher's prompt: none | solutions | program."}
+        default="none",
+        metadata={"help": "Privileged info in the teacher's prompt: none | solutions | program | peer (the code of "
+                  "another episode of the same GRPO group that reached peer_min_reward, and that it did; groups "
+                  "without one get no teacher term: docs/opd.md, 'Peer teacher')."},
+    )
+    peer_min_reward: float | None = field(
+        default=None,
+        metadata={"help": "teacher_privileged: peer: an episode is a peer when its reward (the weighted sum GRPO "
+                  "normalises) is at least this. Default (null): the reward mode's top score, reached only when "
+                  "every evaluated grid is exact (binary/partial/balanced 1, barc 10; docs/rewards.md): the REPL "
+                  "agent's submitted test outputs, the program agent's train and test outputs, so a peer is an "
+                  "episode that solved the task, never one that came close."},
+    )
+    peer_max_chars: int = field(
+        default=4000, metadata={"help": "teacher_privileged: peer: characters of the peer's code kept (its first)."}
     )
     teacher_logprob_clip: float | None = field(
         default=20.0, metadata={"help": "Clip |logp_T - logp_S| per token to this value (> 0; null: no clip)."}
@@ -265,11 +280,12 @@ class ArcConfig:
             )
         # (The converse is allowed: a teacher with zero weight is still scored and logged, teacher_kl, for monitoring.)
         if self.teacher_tau > 0 and self.teacher_backend == "none":
-            raise ValueError("teacher_tau > 0 needs a teacher: set teacher_backend to local, base or server")
+            raise ValueError("teacher_tau > 0 needs a teacher: set teacher_backend to local, base, server or policy")
         if self.teacher_backend == "local" and not self.teacher_model:
             raise ValueError("teacher_backend=local needs teacher_model (a path or hub id)")
         if self.teacher_backend == "server" and not self.teacher_server_url:
             raise ValueError("teacher_backend=server needs teacher_server_url (e.g. http://localhost:8001)")
+        self._check_peer_teacher()
         if self.async_rollouts not in (0, 1):
             raise ValueError(f"async_rollouts={self.async_rollouts} is not 0 (synchronous) or 1 (one step off-policy): "
                              "a lag of 2 or more steps is not supported (docs/async.md)")
@@ -321,6 +337,19 @@ class ArcConfig:
                             "under a background rollout: use eval_every_steps, the ARC evaluation, instead)")
         if problems:
             raise ValueError("async_rollouts: 1 needs " + "; ".join(problems))
+
+    def _check_peer_teacher(self) -> None:
+        if self.teacher_backend == "policy" and self.teacher_privileged == "none":
+            raise ValueError("teacher_backend=policy with teacher_privileged=none: the teacher would be the student "
+                             "itself, a zero teacher term; give it a privileged prompt (peer, solutions or program)")
+        if self.teacher_privileged != "peer":
+            return
+        if self.teacher_backend == "server":
+            raise ValueError("teacher_privileged=peer with teacher_backend=server: a server scores episodes as they "
+                             "finish, before their group is complete and rewarded, so no peer is known yet; use "
+                             "teacher_backend policy, base or local (docs/opd.md, 'Peer teacher')")
+        if self.peer_max_chars < 1:
+            raise ValueError(f"peer_max_chars must be >= 1, got {self.peer_max_chars}")
 
     def _check_collapse_guard(self) -> None:
         from arc_trl.collapse.settings import detector_settings, parse_thresholds

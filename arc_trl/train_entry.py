@@ -172,7 +172,8 @@ def build_datasets(script: ArcScriptArguments, arc: ArcConfig, tokenizer, seed: 
             augment=augment,
             copies=script.augment_copies if augment else 1,
             seed=seed,
-            privileged=arc.teacher_privileged if arc.teacher_privileged != "none" else False,
+            # peer: the teacher prompt is built at each batch from the group's episodes (trainer/peer_prompts.py)
+            privileged=arc.teacher_privileged if arc.teacher_privileged not in ("none", "peer") else False,
         )
         # after the length filter: keep max_tasks prompts
         if training and script.max_tasks and len(dataset) > script.max_tasks:

@@ -32,6 +32,7 @@ from arc_trl.rewards.scoring import exact_match, pixel_accuracy
 REWARD_MODES: tuple[str, ...] = ("binary", "partial", "balanced", "barc")
 AGENT_MODES: tuple[str, ...] = ("repl", "program")
 _LOWEST = {"binary": 0.0, "partial": 0.0, "balanced": 0.0, "barc": -1.0}
+_HIGHEST = {"binary": 1.0, "partial": 1.0, "balanced": 1.0, "barc": 10.0}  # every evaluated grid exact
 
 
 @dataclass(frozen=True)
@@ -160,6 +161,12 @@ def lowest_reward(mode: str) -> float:
     """The reward of a missing outcome: 0 for binary/partial/balanced, -1 for barc."""
     check_choice(mode, REWARD_MODES, "reward mode")
     return _LOWEST[mode]
+
+
+def highest_reward(mode: str) -> float:
+    """The top reward of `mode`, reached only when every evaluated grid is exact: 1, or 10 for barc."""
+    check_choice(mode, REWARD_MODES, "reward mode")
+    return _HIGHEST[mode]
 
 
 def needs_test_outputs(mode: str, agent_mode: str) -> bool:

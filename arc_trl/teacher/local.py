@@ -1,4 +1,5 @@
-"""Teachers that run in the trainer process: a separately loaded model, or the frozen base of a LoRA student.
+"""Teachers that run in the trainer process: a separately loaded model, the frozen base of a LoRA student, or the
+live policy itself (a self-teacher, with a privileged prompt).
 
 Both return the teacher's own log-probs (temperature 1), like the vLLM server backend, whatever the student's
 sampling temperature: docs/opd.md ("Temperature").
@@ -7,6 +8,7 @@ sampling temperature: docs/opd.md ("Temperature").
 from __future__ import annotations
 
 from concurrent.futures import Future
+from contextlib import contextmanager
 
 import torch
 
@@ -106,15 +108,18 @@ class BaseModelTeacher:
     second fused head at temperature 1 is built on the same base model and swapped in for the teacher's forwards.
     """
 
+    adapter_on = False  # the frozen base: the adapter disabled (PolicyTeacher: on)
+
     def __init__(self, trainer, batch_size: int = 8) -> None:
         from accelerate.utils import is_peft_model
 
         peft_model = trainer.accelerator.unwrap_model(trainer.model)
-        if not is_peft_model(peft_model):
+        if not is_peft_model(peft_model) and not self.adapter_on:
             raise ValueError("teacher_backend=base needs a LoRA (PEFT) student: set use_peft: true")
         self.trainer = trainer
         self.batch_size = batch_size
-        self._base = peft_model.get_base_model()  # the model TRL patched with its (tempered) fused head
+        # the model TRL patched with its (tempered) fused head: a PEFT model's base, else the model itself
+        self._base = peft_model.get_base_model() if is_peft_model(peft_model) else peft_model
         self._untempered_forward = None
         if trainer.temperature != 1.0:
             from trl.trainer.utils import add_fused_lm_head
@@ -133,11 +138,15 @@ class BaseModelTeacher:
         if self._untempered_forward is not None:
             self._base.forward = self._untempered_forward
         try:
-            with use_adapter(model, adapter_name=None):
+            with self._weights(model, use_adapter):
                 logps = per_token_logps(trainer, trainer.model, ids, att, ids.size(1) - 1)
         finally:
             self._base.forward = tempered
         return logps
+
+    def _weights(self, model, use_adapter):
+        """The weights the teacher's forwards use (the hook `PolicyTeacher` overrides): the adapter disabled."""
+        return use_adapter(model, adapter_name=None)
 
     def score(self, sequences, prompt_lengths):
         device = self.trainer.accelerator.device
@@ -146,3 +155,20 @@ class BaseModelTeacher:
 
     def submit(self, sequences, prompt_lengths) -> Future:
         return _done(self.score(sequences, prompt_lengths))
+
+
+class PolicyTeacher(BaseModelTeacher):
+    """The live policy as its own teacher (`teacher_backend: policy`): the trainer's model with its adapter ON (full
+    fine-tuning: the model itself), no grad, in eval mode (no dropout, LoRA's included: the teacher's distribution,
+    not a sample of it), temperature 1. The current weights, not an EMA of them: docs/opd.md, "Peer teacher"."""
+
+    adapter_on = True
+
+    @contextmanager
+    def _weights(self, model, use_adapter):
+        was_training = model.training
+        model.eval()
+        try:
+            yield
+        finally:
+            model.train(was_training)

@@ -157,6 +157,10 @@ class ArcGRPOTrainer(GRPOTrainer):
         if self.teacher is not None and arc.teacher_loss == "reverse_kl":
             self._teacher_kl_coef = arc.teacher_tau
         if self.teacher is not None and getattr(self.teacher, "overlaps_generation", False):
+            if arc.teacher_privileged == "peer":  # a teacher object passed in: ArcConfig refuses the server backend
+                raise ValueError("teacher_privileged=peer needs a teacher that scores after the rollout: this one "
+                                 "overlaps generation (scores episodes as they finish, before their group is "
+                                 "rewarded)")
             self.rollout.on_finished = self.teacher_term.submit_finished  # score finished episodes during generation
         if self.use_vllm:
             why_not = lossless_lora_sync(self.vllm_generation)  # LoRA: merged out of place, the base never rounded
@@ -262,7 +266,7 @@ class ArcGRPOTrainer(GRPOTrainer):
         if self.arc_config.check_loss_mask:
             check_loss_mask(output, episodes)
         if self.teacher is not None:
-            stats = self.teacher_term.apply(inputs, episodes, output, deferred=deferred)
+            stats = self.teacher_term.apply(inputs, episodes, output, deferred=deferred, rewards=self._last_rewards)
             log_metrics(self, mode, teacher_metrics(self.accelerator, stats))
         if self.arc_config.dump_rollouts and mode == "train" and self.accelerator.is_main_process:
             dump_rollouts(self.args.output_dir, self.state.global_step, episodes, self._last_rewards,

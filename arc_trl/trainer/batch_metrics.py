@@ -137,7 +137,8 @@ def _nan_reduce(values, op) -> float:
 
 # ---------------------------------------------------------------------------------------------------- teacher
 def teacher_metrics(accelerator, stats: TeacherStats) -> dict[str, float]:
-    """`teacher_kl`, `teacher_logp`, ...: this process's `TeacherStats`, averaged over all model tokens."""
+    """`teacher_kl`, `teacher_logp`, ...: this process's `TeacherStats`, averaged over all model tokens; and
+    `teacher_missing_episode_frac`, the share of the batch's episodes with no teacher value at all (no term)."""
     n = stats.num_tokens
     t = gather_sums(accelerator, {
         "teacher_kl": stats.teacher_kl * n,
@@ -146,9 +147,13 @@ def teacher_metrics(accelerator, stats: TeacherStats) -> dict[str, float]:
         "teacher_missing_frac": stats.missing_frac * n,
         "teacher_clipped_frac": stats.clipped_frac * n,
         "tokens": n,
+        "missing_episodes": stats.missing_episodes,
+        "episodes": stats.num_episodes,
     })
     tokens = max(t.pop("tokens"), 1.0)
-    return {key: value / tokens for key, value in t.items()}
+    missing_episodes, episodes = t.pop("missing_episodes"), t.pop("episodes")
+    return {key: value / tokens for key, value in t.items()} | {
+        "teacher_missing_episode_frac": ratio(missing_episodes, episodes)}
 
 
 # ---------------------------------------------------------------------------------------------------- step tokens

@@ -4,7 +4,8 @@
 gets finished episodes while the others still generate: `submit_finished`, the rollout's `on_finished`), then adds
 the teacher term to TRL's batch (`apply`): with `teacher_loss: advantage`, A_t = adv_tau * A + teacher_tau *
 clip(logp_T - logp_S) (`arc_trl.opd`); with `reverse_kl`, the batch's reference log-probs become the teacher's,
-for TRL's own KL term (`ArcGRPOTrainer.compute_loss` sets its weight). docs/opd.md.
+for TRL's own KL term (`ArcGRPOTrainer.compute_loss` sets its weight). `teacher_privileged: peer` scores, after the
+rewards, only the episodes whose GRPO group has another successful episode (`peer_prompts.py`). docs/opd.md.
 """
 
 from __future__ import annotations
@@ -17,6 +18,7 @@ from torch import Tensor
 
 from arc_trl.opd import TeacherStats, opd_advantages, teacher_log_ratio, teacher_stats
 from arc_trl.trainer.loss_mask import loss_mask
+from arc_trl.trainer.peer_prompts import peer_prompt_ids, sharded_padding
 from arc_trl.trl_internals import per_token_logps
 
 # `defer_old_logps`: the batch keys that carry the teacher term to the loss (`TeacherTerm.at_loss_time`)
@@ -25,13 +27,15 @@ TEACHER_LOGPS, BASE_ADVANTAGES = "arc_teacher_logps", "arc_base_advantages"
 
 def build_teacher(trainer):
     """The teacher of `trainer.arc_config.teacher_backend` (None for `none`)."""
-    from arc_trl.teacher import BaseModelTeacher, LocalTeacher, ServerTeacher
+    from arc_trl.teacher import BaseModelTeacher, LocalTeacher, PolicyTeacher, ServerTeacher
 
     arc = trainer.arc_config
     if arc.teacher_backend == "none":
         return None
     if arc.teacher_backend == "base":
         return BaseModelTeacher(trainer, batch_size=arc.teacher_batch_size)
+    if arc.teacher_backend == "policy":
+        return PolicyTeacher(trainer, batch_size=arc.teacher_batch_size)
     if arc.teacher_backend == "local":
         return LocalTeacher.from_pretrained(
             arc.teacher_model,
@@ -79,8 +83,10 @@ class TeacherTerm:
 
         return prompt_ids(self.trainer.processing_class, row["teacher_prompt"], **self.trainer.chat_template_kwargs)
 
-    def scores(self, inputs, episodes) -> list[list[float]]:
-        """The teacher's log-probs of each episode's completion tokens."""
+    def scores(self, inputs, episodes, rewards=None) -> list[list[float]]:
+        """The teacher's log-probs of each episode's completion tokens (`[]`: none, e.g. no peer)."""
+        if self.trainer.arc_config.teacher_privileged == "peer":
+            return self.peer_scores(inputs, episodes, rewards)
         if not self.jobs:  # in-process teachers: one batched call after the rollout
             prompts_t = [self.prompt_ids(row, ep) for row, ep in zip(inputs, episodes)]
             sequences = [p + ep.completion_ids for p, ep in zip(prompts_t, episodes)]
@@ -91,6 +97,22 @@ class TeacherTerm:
                 scores[index] = row
         self.jobs = []
         return scores
+
+    def peer_scores(self, inputs, episodes, rewards) -> list[list[float]]:
+        """`teacher_privileged: peer`: only the episodes whose group has a peer are scored, on their peer prompt
+        followed by their own completion tokens; the others get `[]` (no teacher term: NaN, hence 0)."""
+        prompts_t = peer_prompt_ids(self.trainer, inputs, episodes, rewards)
+        chosen = [i for i, p in enumerate(prompts_t) if p is not None]
+        sequences = [prompts_t[i] + episodes[i].completion_ids for i in chosen]
+        lengths = [len(prompts_t[i]) for i in chosen]
+        extra = sharded_padding(self.trainer.accelerator, len(chosen))  # scored, then dropped
+        sequences += [episodes[0].prompt_ids + episodes[0].completion_ids] * extra
+        lengths += [len(episodes[0].prompt_ids)] * extra
+        scored = self.trainer.teacher.score(sequences, lengths) if sequences else []
+        out: list[list[float]] = [[] for _ in episodes]
+        for i, row in zip(chosen, scored):
+            out[i] = row
+        return out
 
     def student_logps(self, output) -> Float[Tensor, "batch seq"]:
         """Log-probs of the sampled tokens under the policy that generated them (detached)."""
@@ -105,17 +127,18 @@ class TeacherTerm:
             return per_token_logps(trainer, trainer.model, ids, att, output["completion_ids"].size(1),
                                    batch_size=trainer.args.per_device_train_batch_size)
 
-    def apply(self, inputs, episodes, output, deferred: bool = False) -> TeacherStats:
+    def apply(self, inputs, episodes, output, deferred: bool = False, rewards=None) -> TeacherStats:
         """Add the teacher term to the batch `output` (in place); this process's statistics of it.
 
         `deferred` (`defer_old_logps`): the batch has no old log-probs, so the term itself waits for the training
         forward (`at_loss_time`): the batch keeps the teacher's log-probs and the GRPO advantages under keys of its
         own (TRL splits every batch tensor per micro-batch along dim 0). The statistics (`teacher_kl`, ...) are then
         taken against the sampler's (vLLM's) log-probs instead of the trainer's, tokens without a sampler value
-        counting as missing."""
+        counting as missing. `rewards`: the batch's weighted rewards over all processes (`teacher_privileged: peer`
+        chooses the peers by them)."""
         arc = self.trainer.arc_config
         with self.trainer.step_clock.phase("teacher"):  # in-process forwards, or the wait for a server's results
-            scores = self.scores(inputs, episodes)
+            scores = self.scores(inputs, episodes, rewards)
         completion_ids = output["completion_ids"]
         teacher_logps = torch.full(completion_ids.shape, float("nan"), device=completion_ids.device)
         for i, row in enumerate(scores):

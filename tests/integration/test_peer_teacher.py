@@ -1,0 +1,103 @@
+"""The peer teacher on a real trainer (tiny model, LoRA): the live policy as teacher (`teacher_backend: policy`),
+and one generation batch whose rewards are scripted so that exactly one group has a success."""
+
+from __future__ import annotations
+
+import torch
+
+from arc_trl.chat_template import prompt_ids
+from arc_trl.teacher.peer import peer_block, peer_code, with_peer
+
+SCRIPTED = [0.0, 10.0, 0.0, 0.0]  # rows (A, A, B, B): task A's second episode solved it (barc's top score)
+
+
+def scripted_reward(prompts=None, completions=None, **kwargs):
+    return list(SCRIPTED[: len(completions)])
+
+
+def _peer_trainer(model_dir, out, **arc_overrides):
+    from peft import LoraConfig
+    from trl import GRPOConfig, ModelConfig
+
+    from arc_trl.config import ArcConfig
+    from arc_trl.data import build_dataset
+    from arc_trl.tasks import load_tasks
+    from arc_trl.train_entry import load_tokenizer
+    from arc_trl.trainer import ArcGRPOTrainer
+
+    arc = ArcConfig(max_turns=1, max_tokens_per_turn=16, sandbox_workers=1, teacher_backend="policy",
+                    teacher_tau=1.0, teacher_privileged="peer", **arc_overrides)
+    args = GRPOConfig(output_dir=str(out), per_device_train_batch_size=4, num_generations=2, max_completion_length=16,
+                      max_steps=1, use_cpu=True, bf16=False, report_to=[], beta=0.0, seed=0)
+    tokenizer, _ = load_tokenizer(ModelConfig(model_name_or_path=str(model_dir)))
+    dataset = build_dataset(load_tasks("arc-agi-1/train", ids=["6150a2bd", "67a3c6ac"]), "repl", tokenizer=tokenizer)
+    lora = LoraConfig(r=4, lora_alpha=8, target_modules=["q_proj", "v_proj"], task_type="CAUSAL_LM",
+                      lora_dropout=0.5)  # dropout: the teacher must score without it
+    return ArcGRPOTrainer(str(model_dir), args, arc, train_dataset=dataset, processing_class=tokenizer,
+                          peft_config=lora, reward_funcs=[scripted_reward])
+
+
+def test_policy_teacher_scores_with_the_adapter_on(tiny_model_dir, tmp_path):
+    """A fresh LoRA adapter (B = 0) leaves the policy equal to its base; once the adapter's weights change the policy
+    teacher follows them (equal to the trainer's own forward with the adapter, dropout off) and the base teacher
+    does not; scoring leaves the model in training mode and is deterministic despite lora_dropout."""
+    from arc_trl.teacher import BaseModelTeacher, PolicyTeacher
+    from arc_trl.trl_internals import per_token_logps
+
+    trainer = _peer_trainer(tiny_model_dir, tmp_path)
+    try:
+        assert isinstance(trainer.teacher, PolicyTeacher)
+        base = BaseModelTeacher(trainer)
+        tokenizer = trainer.processing_class
+        prompt = prompt_ids(tokenizer, trainer.train_dataset[0]["prompt"])
+        sequences, lengths = [prompt + [5, 17, 23, 42, 8]], [len(prompt)]
+        trainer.model.train()
+        fresh_policy, fresh_base = trainer.teacher.score(sequences, lengths), base.score(sequences, lengths)
+        assert torch.allclose(torch.tensor(fresh_policy), torch.tensor(fresh_base), atol=1e-6)
+        with torch.no_grad():
+            for name, param in trainer.model.named_parameters():
+                if "lora_B" in name:
+                    param.copy_(0.5 * torch.randn(param.shape, generator=torch.Generator().manual_seed(0)))
+        policy, again = trainer.teacher.score(sequences, lengths), trainer.teacher.score(sequences, lengths)
+        assert trainer.model.training and policy == again
+        assert torch.allclose(torch.tensor(base.score(sequences, lengths)), torch.tensor(fresh_base), atol=1e-6)
+        assert (torch.tensor(policy) - torch.tensor(fresh_policy)).abs().max() > 1e-2
+        ids = torch.tensor(sequences)
+        trainer.model.eval()
+        with torch.no_grad():
+            own = per_token_logps(trainer, trainer.model, ids, torch.ones_like(ids), 5)[0].tolist()
+        assert max(abs(a - b) for a, b in zip(own, policy[0])) < 1e-5
+    finally:
+        trainer.close()
+
+
+def test_one_batch_only_the_group_with_a_success_is_taught_by_its_peer(tiny_model_dir, tmp_path):
+    """Rows (A, A, B, B), rewards (0, 10, 0, 0): the only sequence scored is A's first episode, on its prompt with
+    A's second episode's code appended, followed by its own completion tokens; the other three episodes keep their
+    GRPO advantage exactly and teacher_missing_episode_frac is 3/4."""
+    trainer = _peer_trainer(tiny_model_dir, tmp_path)
+    calls = []
+    score = trainer.teacher.score
+
+    def recording_score(sequences, lengths):
+        calls.append((sequences, lengths))
+        return score(sequences, lengths)
+
+    trainer.teacher.score = recording_score
+    try:
+        trainer.model.train()
+        rows = [trainer.train_dataset[i] for i in (0, 0, 1, 1)]
+        batch = trainer._generate_and_score_completions(rows)
+        episodes = trainer.rollout.last_episodes
+        [(sequences, lengths)] = calls
+        assert len(sequences) == 1
+        tokenizer = trainer.processing_class
+        block = peer_block(peer_code(episodes[1].assistant_texts, trainer.arc_config.peer_max_chars), 10.0, 10.0)
+        teacher_prompt = prompt_ids(tokenizer, with_peer(rows[0]["prompt"], block))
+        assert sequences[0] == teacher_prompt + episodes[0].completion_ids and lengths == [len(teacher_prompt)]
+        advantages = batch["advantages"]
+        for i in (1, 2, 3):  # no teacher term: the row's GRPO advantage on every token
+            assert torch.equal(advantages[i], advantages[i, :1].expand(advantages.shape[1]))
+        assert trainer._metrics["train"]["teacher_missing_episode_frac"][-1] == 0.75
+    finally:
+        trainer.close()
