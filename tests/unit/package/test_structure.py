@@ -186,3 +186,14 @@ def test_no_script_benchmark_or_experiment_file_is_over_its_ceiling():
             for folder, limit in CEILINGS.items() for path in sorted((root / folder).rglob("*"))
             if path.suffix in (".py", ".sh") and (n := len(path.read_text().splitlines())) > limit]
     assert not over, "files over their ceiling (split them along a real seam):\n" + "\n".join(over)
+
+
+def test_no_two_test_files_share_a_name():
+    """pytest imports test files by their base name (no packages under tests/): two files of one name make the whole
+    suite stop at collection ("import file mismatch"), as tests/unit/trainer/ and tests/integration/
+    test_peer_teacher.py once did."""
+    from collections import Counter
+
+    tests = Path(__file__).resolve().parents[2]
+    names = Counter(path.name for path in tests.rglob("test_*.py"))
+    assert [name for name, count in names.items() if count > 1] == []
