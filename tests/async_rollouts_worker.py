@@ -1,4 +1,5 @@
-"""One trainer process of tests/integration/test_async_rollouts_processes.py (torchrun, 2 processes, gloo, CPU).
+"""One trainer process of tests/integration/test_async_rollouts_processes.py (2 processes, gloo, CPU; started with
+torchrun's environment: RANK, WORLD_SIZE, MASTER_ADDR, MASTER_PORT).
 
 `python async_rollouts_worker.py MODEL_DIR OUT SCHEDULING OVERLAP_URL RESUME_URL`: two tiny `async_rollouts: 1` runs
 in server mode (tests/async_harness.py), each against its own stand-in server, which the test runs and which keeps

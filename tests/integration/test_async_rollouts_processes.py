@@ -1,6 +1,7 @@
-"""`async_rollouts: 1` with two trainer processes (torchrun, gloo, CPU) against the stand-in vLLM server.
+"""`async_rollouts: 1` with two trainer processes (gloo, CPU) against the stand-in vLLM server.
 
-Each process runs tests/async_rollouts_worker.py (the trainer of tests/async_harness.py); the servers run here, in
+Each process runs tests/async_rollouts_worker.py (the trainer of tests/async_harness.py), started here with the
+environment torchrun gives its workers (so that a hung run can be killed whole); the servers run here, in
 the test's process, and keep one ordered log of both processes' requests (mapped to the process and step whose rows
 they belong to), weight pushes, rollouts played and optimizer steps. Two processes, two rows per process and step
 (one prompt, 2 generations): step s trains `TASKS[2s]` on process 0 and `TASKS[2s + 1]` on process 1, 3 steps of an
@@ -15,6 +16,7 @@ from __future__ import annotations
 import json
 import os
 import signal
+import socket
 import subprocess
 import sys
 import threading
@@ -116,22 +118,44 @@ def _serve(tokenizer) -> FakeVllmServer:
     return server
 
 
-def _run_workers(args: list[str], log_path: Path) -> None:
-    """torchrun of the worker on 2 processes; killed with its whole process group after `RUN_TIMEOUT_S`."""
-    env = {**os.environ, "PYTHONPATH": f"{ROOT}{os.pathsep}{ROOT / 'tests'}", "OMP_NUM_THREADS": "1"}
-    cmd = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node", str(PROCESSES),
-           str(ROOT / "tests" / "async_rollouts_worker.py"), *args]
-    with open(log_path, "w") as log:
-        proc = subprocess.Popen(cmd, env=env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
-        try:
-            code = proc.wait(timeout=RUN_TIMEOUT_S)
-        except subprocess.TimeoutExpired:
-            os.killpg(proc.pid, signal.SIGKILL)
-            proc.wait()
-            code = None
-    tail = log_path.read_text()[-6000:]
-    assert code is not None, f"the two processes did not finish within {RUN_TIMEOUT_S} s (a deadlock?)\n{tail}"
-    assert code == 0, tail
+def _free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+def _run_workers(args: list[str], out: Path) -> None:
+    """The worker on 2 processes (torchrun's environment: RANK, WORLD_SIZE, MASTER_*), each in its own session with
+    its children (the sandboxes): when one fails the other is killed, and both after `RUN_TIMEOUT_S`."""
+    base = {**os.environ, "PYTHONPATH": f"{ROOT}{os.pathsep}{ROOT / 'tests'}", "OMP_NUM_THREADS": "1",
+            "WORLD_SIZE": str(PROCESSES), "LOCAL_WORLD_SIZE": str(PROCESSES), "MASTER_ADDR": "127.0.0.1",
+            "MASTER_PORT": str(_free_port())}
+    procs = []
+    for rank in range(PROCESSES):
+        with open(out / f"rank{rank}.log", "w") as log:
+            procs.append(subprocess.Popen(
+                [sys.executable, str(ROOT / "tests" / "async_rollouts_worker.py"), *args], stdout=log,
+                stderr=subprocess.STDOUT, start_new_session=True,
+                env={**base, "RANK": str(rank), "LOCAL_RANK": str(rank)}))
+    deadline, timed_out = time.monotonic() + RUN_TIMEOUT_S, False
+    try:
+        while True:
+            codes = [proc.poll() for proc in procs]
+            if all(code == 0 for code in codes) or any(code not in (None, 0) for code in codes):
+                break
+            if time.monotonic() > deadline:
+                timed_out = True
+                break
+            time.sleep(0.2)
+    finally:
+        for proc in procs:
+            if proc.poll() is None:
+                os.killpg(proc.pid, signal.SIGKILL)
+                proc.wait()
+    codes = [proc.returncode for proc in procs]
+    logs = "\n".join(f"--- rank {rank}\n" + (out / f"rank{rank}.log").read_text()[-4000:] for rank in range(PROCESSES))
+    assert not timed_out, f"the two processes did not finish within {RUN_TIMEOUT_S} s (a deadlock?)\n{logs}"
+    assert codes == [0] * PROCESSES, f"exit codes {codes}\n{logs}"
 
 
 def _check_pushes(log: Events, steps: list[int]) -> None:
@@ -154,7 +178,7 @@ def test_two_processes_each_play_their_own_rows_in_the_background(tiny_model_dir
     overlap, resume = Coordinator(overlap_server, hold=True), Coordinator(resume_server, hold=False)
     try:
         _run_workers([str(tiny_model_dir), str(tmp_path), "per_episode", overlap_server.url, resume_server.url],
-                     tmp_path / "torchrun.log")
+                     tmp_path)
     finally:
         for name, server, log in (("overlap", overlap_server, overlap), ("resume", resume_server, resume)):
             server.shutdown()
