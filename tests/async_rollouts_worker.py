@@ -6,7 +6,7 @@ in server mode (tests/async_harness.py), each against its own stand-in server, w
 the one ordered log of what both processes did (`post`: an event to the server's `/event`):
 
 - `overlap`: 3 steps. Each process reports its weight-sync calls (`sync`), the main process the push itself
-  (`push`, which the server holds while it watches for requests), every rollout it played (`played`: its step,
+  (`push`, which the server holds while it watches for requests), every rollout it played (`played`: its rows,
   the thread), its steps' `pre_optimizer` and `optimizer_step`; at `pre_optimizer` it asks the server to `wait` for
   a request of its next step's rows (the server holds those until this step's `pre_optimizer`);
 - `resume`: stopped after step 1 (step 2's rollout in flight), then `train(resume_from_checkpoint=checkpoint-2)`.
