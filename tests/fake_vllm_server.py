@@ -1,8 +1,9 @@
 """A stand-in vLLM server on loopback for TRL's `VLLMClient` (no GPU, no vLLM engine): health, models, server info
 with `engines` data-parallel engines, and completions that answer `reply_ids` (cut to `max_tokens`) with log-prob
 -0.5 per token. Each completion request is recorded (`requests`: engine header, prompt ids); `on_request(prompt)` is
-called as it arrives, then the reply waits `delay_s` (a request in flight for that long: `active` counts them).
-Used by tests/integration/test_server_engines.py and test_async_rollouts.py."""
+called as it arrives, then the reply waits `delay_s` (a request in flight for that long: `active` counts them). Any
+other POST goes to `on_post(path, body)`, whose dict is the JSON reply (None: 404): a test's own endpoints.
+Used by tests/integration/test_server_engines.py, test_async_rollouts.py and test_async_rollouts_processes.py."""
 
 from __future__ import annotations
 
@@ -21,6 +22,7 @@ class FakeVllmServer(ThreadingHTTPServer):
     def __init__(self, reply_ids: list[int], engines: int, delay_s: float = 0.0,
                  on_request: Callable[[list[int]], None] | None = None) -> None:
         self.reply_ids, self.engines, self.delay_s, self.on_request = reply_ids, engines, delay_s, on_request
+        self.on_post: Callable[[str, dict], dict | None] | None = None  # other POST paths (a test's endpoints)
         self.requests: list[tuple[int | None, list[int]]] = []  # (engine header, prompt ids) per completion request
         self.active = 0  # completion requests being answered now
         self.lock = threading.Lock()
@@ -58,7 +60,11 @@ class Handler(BaseHTTPRequestHandler):
         server: FakeVllmServer = self.server  # type: ignore[assignment]
         body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
         if not self.path.startswith("/v1/completions"):
-            self.send_error(404)
+            reply = server.on_post(self.path, body) if server.on_post is not None else None
+            if reply is None:
+                self.send_error(404)
+            else:
+                self._send(reply)
             return
         header = self.headers.get("X-data-parallel-rank")
         reply = server.reply_ids[: body["max_tokens"]]

@@ -151,6 +151,27 @@ def needs_aligned_requests(trainer) -> bool:
     return vllm_generation.mode == "server" or getattr(vllm_generation, "tensor_parallel_size", 1) > 1
 
 
+def wait_for_the_push(vllm_generation, accelerator) -> None:
+    """Make `vllm_generation.sync_weights` return on no process before the main process's push has ended (a barrier
+    after it, on the instance), in server mode with several processes; else nothing changes.
+
+    TRL's server-mode push is the main process's alone: the others walk the weights, no collective under DDP, and
+    leave at once. TRL's own server generation gathers every process's prompts to the main process after its push,
+    but here each process sends its own requests (`TrainerGenerator`, the detached background rollout): with
+    per-episode scheduling, which makes no collective call, a process's first requests reached the server before or
+    during the push (sampled from the last step's weights, or a mix of both). Every process calls `sync_weights` at
+    the same points already (ZeRO-3's gathers need it), so the barrier asks no new alignment."""
+    if vllm_generation.mode != "server" or accelerator.num_processes == 1:
+        return
+    push = vllm_generation.sync_weights
+
+    def push_then_wait(*args, **kwargs):
+        push(*args, **kwargs)
+        accelerator.wait_for_everyone()
+
+    vllm_generation.sync_weights = push_then_wait
+
+
 def aligned_generate(generate, sequences, max_tokens, accelerator, dummy: list[int]):
     """`generate(sequences, max_tokens)` made safe for a collective backend that needs equal requests everywhere.
 

@@ -36,6 +36,7 @@ from arc_trl.config import ArcConfig
 from arc_trl.eval.callback import ArcEvalCallback
 from arc_trl.fp8_rollout import engine_kwargs
 from arc_trl.rollout.arc_rollout import ArcRollout
+from arc_trl.rollout.generators import wait_for_the_push
 from arc_trl.rollout.settings import RolloutSettings
 from arc_trl.trainer.async_rollout import AsyncRollouts, async_generate, process_agreement
 from arc_trl.trainer.batch_metrics import (
@@ -163,6 +164,8 @@ class ArcGRPOTrainer(GRPOTrainer):
                                  "rewarded)")
             self.rollout.on_finished = self.teacher_term.submit_finished  # score finished episodes during generation
         if self.use_vllm:
+            # a server and several processes: none sends its requests before the main process's push has ended
+            wait_for_the_push(self.vllm_generation, self.accelerator)
             why_not = lossless_lora_sync(self.vllm_generation)  # LoRA: merged out of place, the base never rounded
             if why_not and why_not != "not a PEFT model":
                 logger.warning("LoRA weight sync: TRL's merge/unmerge in place (it rounds the base weights at every "

@@ -12,9 +12,9 @@ the dataset's order (`shuffle_dataset: false`), one turn per episode.
 from __future__ import annotations
 
 import threading
-from types import SimpleNamespace
 
 import pytest
+from async_harness import FakeVLLMGeneration, build_trainer, record_trained, reply_ids, rollout_in_flight
 from fake_vllm_server import FakeVllmServer
 from transformers import TrainerCallback
 
@@ -23,7 +23,6 @@ pytest.importorskip("vllm")  # TRL's VLLMClient needs vLLM installed
 import trl.trainer.grpo_trainer as grpo_trainer  # noqa: E402
 
 TASKS = ("6150a2bd", "67a3c6ac", "68b16354", "74dd1130")
-CODE = "```python\nprint(len(train_inputs))\n```"
 STEPS = 3
 
 
@@ -43,24 +42,6 @@ class Log:
 
     def of(self, kind: str) -> list[tuple]:
         return [e for e in self.events if e[0] == kind]
-
-
-class FakeVLLMGeneration:
-    """What the trainer reads of TRL's `VLLMGeneration` in server mode; `sync_weights` calls `on_sync`."""
-
-    def __init__(self, **kwargs) -> None:
-        for key in ("model", "accelerator", "mode", "structured_outputs_regex", "server_base_url", "server_host",
-                    "server_port", "server_timeout", "repetition_penalty", "temperature", "top_p", "top_k", "min_p",
-                    "max_completion_length", "logprobs"):
-            setattr(self, key, kwargs[key])
-        self.generation_kwargs = kwargs["generation_kwargs"] or {}
-        self.tensor_parallel_size = 1
-        self.vllm_client = SimpleNamespace(get_server_info=lambda: {"model_config": {
-            "logprobs_mode": "processed_logprobs"}})
-        self.on_sync = None
-
-    def sync_weights(self) -> None:
-        self.on_sync()
 
 
 class Recorder(TrainerCallback):
@@ -91,11 +72,7 @@ def log():
 
 @pytest.fixture
 def server(tiny_tokenizer, log):
-    from arc_trl.chat_template import end_of_turn_id
-
-    eos = [tiny_tokenizer.eos_token_id]
-    reply = tiny_tokenizer(CODE, add_special_tokens=False)["input_ids"] + [end_of_turn_id(tiny_tokenizer, eos)]
-    fake = FakeVllmServer(reply, engines=1, delay_s=0.05)
+    fake = FakeVllmServer(reply_ids(tiny_tokenizer), engines=1, delay_s=0.05)
     thread = threading.Thread(target=fake.serve_forever, daemon=True)
     thread.start()
     yield fake
@@ -105,30 +82,10 @@ def server(tiny_tokenizer, log):
 
 def _trainer(tiny_model_dir, out, server, log, monkeypatch, async_rollouts: int, wait_for_next: bool = False,
              scheduling: str = "lockstep", **grpo):
-    from trl import GRPOConfig, ModelConfig
-
-    from arc_trl.chat_template import prompt_ids
-    from arc_trl.config import ArcConfig
-    from arc_trl.data import build_dataset
-    from arc_trl.tasks import load_tasks
-    from arc_trl.train_entry import load_tokenizer
-    from arc_trl.trainer import ArcGRPOTrainer
-
     monkeypatch.setattr(grpo_trainer, "VLLMGeneration", FakeVLLMGeneration)
-    arc = ArcConfig(max_turns=1, max_tokens_per_turn=32, sandbox_workers=1, async_rollouts=async_rollouts,
-                    rollout_scheduling=scheduling)
-    args = GRPOConfig(**{**dict(
-        output_dir=str(out), num_generations=2, per_device_train_batch_size=2, max_completion_length=64,
-        use_cpu=True, bf16=False, report_to=[], seed=0, beta=0.0, learning_rate=1e-3, max_steps=STEPS,
-        logging_steps=1, save_strategy="no", shuffle_dataset=False, use_vllm=True, vllm_mode="server",
-        vllm_server_base_url=server.url), **grpo})
-    tokenizer, _ = load_tokenizer(ModelConfig(model_name_or_path=str(tiny_model_dir)))
-    dataset = build_dataset(load_tasks("arc-agi-1/train", ids=list(TASKS)), "repl", tokenizer=tokenizer)
-    trainer = ArcGRPOTrainer(str(tiny_model_dir), args, arc, train_dataset=dataset, processing_class=tokenizer)
-    task_of = {tuple(prompt_ids(tokenizer, row["prompt"], **trainer.chat_template_kwargs)): row["task_id"]
-               for row in dataset}
-
-    step_tasks = [row["task_id"] for row in dataset]
+    trainer, task_of = build_trainer(tiny_model_dir, out, server.url, TASKS, async_rollouts, scheduling,
+                                     max_steps=STEPS, **grpo)
+    step_tasks = [row["task_id"] for row in trainer.train_dataset]
 
     def on_request(prompt: list[int]) -> None:
         task = task_of[tuple(prompt)]
@@ -138,21 +95,10 @@ def _trainer(tiny_model_dir, out, server, log, monkeypatch, async_rollouts: int,
         if wait_for_next and step > 0:  # held until the step before has reached its optimizer step
             log.add("answered", task, log.gates[step - 1].wait(timeout=60))
 
-    def in_flight() -> bool:
-        pending = trainer.async_rollouts.pending if trainer.async_rollouts is not None else None
-        return pending is not None and not pending.future.done()
-
     server.on_request = on_request
-    trainer.vllm_generation.on_sync = lambda: log.add("push", trainer.state.global_step, server.active, in_flight())
-    score = trainer._generate_and_score_completions
-
-    def recorded(inputs):
-        output = score(inputs)
-        log.add("trained", trainer.state.global_step, [row["task_id"] for row in inputs],
-                [ep.policy_version for ep in trainer.rollout.last_episodes])
-        return output
-
-    trainer._generate_and_score_completions = recorded
+    trainer.vllm_generation.on_sync = lambda: log.add("push", trainer.state.global_step, server.active,
+                                                      rollout_in_flight(trainer))
+    record_trained(trainer, log.add)
     trainer.add_callback(Recorder(log, step_tasks, wait_for_next))
     return trainer
 
