@@ -27,7 +27,7 @@ class TeacherStats:
     missing_frac: float  # share of model tokens where the teacher gave no value (NaN / -inf)
     clipped_frac: float  # share of model tokens whose difference was clipped
     num_tokens: float  # model tokens counted (for cross-process averaging)
-    num_episodes: float = 0.0  # episodes (rows) of the batch
+    num_episodes: float = 0.0  # episodes (rows) of the batch with model tokens in the loss
     missing_episodes: float = 0.0  # episodes with no teacher value on any model token (e.g. no peer): no term
 
 
@@ -88,6 +88,6 @@ def teacher_stats(
         missing_frac=float(missing.sum() / n_model),
         clipped_frac=float(clipped.sum() / n_model),
         num_tokens=float(mask.sum()),
-        num_episodes=float(mask.shape[0]),
-        missing_episodes=float((~(mask & torch.isfinite(teacher_logps)).any(dim=1)).sum()),
+        num_episodes=float(mask.any(dim=1).sum()),  # rows with model tokens (not those masked out whole)
+        missing_episodes=float((mask.any(dim=1) & ~(mask & torch.isfinite(teacher_logps)).any(dim=1)).sum()),
     )

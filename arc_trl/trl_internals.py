@@ -302,9 +302,11 @@ def requantize_on_sync(vllm_generation) -> bool:
         from vllm.model_executor.model_loader.reload import finalize_layerwise_reload, initialize_layerwise_reload
 
         runner = vg.llm.llm_engine.model_executor.driver_worker.model_runner  # the path TRL's sync loads through
-        initialize_layerwise_reload(runner.model)
+        # the model itself, not a CUDA-graph wrapper of it (vLLM's own reload_weights unwraps with get_model too)
+        model = runner.get_model() if hasattr(runner, "get_model") else runner.model
+        initialize_layerwise_reload(model)
         yield from walk()
-        finalize_layerwise_reload(runner.model, runner.model_config)
+        finalize_layerwise_reload(model, runner.model_config)
 
     vg._iter_named_params = iter_named_params
     return True

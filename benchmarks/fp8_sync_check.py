@@ -136,12 +136,14 @@ def main() -> int:
         except Exception as error:  # noqa: BLE001 - the plain sync's failure is the finding of --no-hook
             record["sync_error"] = repr(error)[:2000]
         shutdown(llm)
-        del trained
+        llm = None  # the stale engine's memory freed before two fresh engines are built (`del` in shutdown drops
+        del trained  # only its own name)
         for name, dtype in (("fresh_fp8", "fp8"), ("fresh_bf16", "bf16")):
             fresh = engine(Path(tmp) / "trained", dtype, args.kv_cache_dtype if dtype == "fp8" else "auto",
                            args.memory)
             record[name] = greedy(fresh)
             shutdown(fresh)
+            fresh = None
     fresh, synced = record["fresh_fp8"], record.get("synced")
     record["premise_weights_moved"] = fresh["tokens"] == TARGET and record["stale"]["tokens"] != fresh["tokens"]
     if synced is not None:

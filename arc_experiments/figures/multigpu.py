@@ -242,7 +242,8 @@ def server_learning(arms: dict[str, tuple[str, dict[str, Any]]], folder: Path | 
                       "gpus": record.get("gpus"), "exit_code": record.get("exit_code"),
                       "reward_first_steps": summary.get("reward_first_steps"),
                       "reward_last_steps": summary.get("reward_last_steps"), "heldout_pass1": pass1,
-                      "train_s": summary.get("seconds")}
+                      "train_s": summary.get("seconds"),  # the run's own clock: start-up and evaluations too
+                      "step_time_s": summary.get("step_time_s")}  # the mean step and its parts
         log = f"server-learning-{name.split('/')[-1]}-trainer.log"
         runs[name]["off_policy"] = None if folder is None else off_policy(folder / machine / "logs" / log)
     return {"eval_dataset": dataset, "runs": runs}
@@ -269,14 +270,15 @@ def async_learning(arms: dict[str, tuple[str, dict[str, Any]]]) -> dict[str, Any
     """The learning subject through the server layout, synchronous (`server`) against one step off-policy
     (`server-async1`), paired by machine and seed (a machine's runs share its SFT student): held-out pass@1 at step
     20 of each, and the difference with its seed-aware interval (arc_experiments/learning/seed_interval.py); each
-    run's training seconds for its 20 steps (scripts/train.py's own clock: no server start, no SFT)."""
+    run's mean step (`step_s`) and its whole run (`wall_s`: scripts/train.py's own clock, its start-up and the two
+    held-out evaluations included; no server start, no SFT)."""
     from arc_experiments.learning.seed_interval import seed_interval
 
     runs: dict[str, dict[tuple[str, int], dict[str, Any]]] = {"server": {}, "server-async1": {}}
     for machine, record in arms.values():
         arm = record.get("arm")
         if arm in runs:
-            runs[arm][(machine, int(record.get("seed", 0)))] = record
+            runs[arm][(machine, int(record.get("seed") or 0))] = record
     seeds = sorted(set(runs["server"]) & set(runs["server-async1"]))
     per_task = {arm: [_per_task(runs[arm][s], ASYNC_STEP) for s in seeds] for arm in runs}
     scored = [i for i, s in enumerate(seeds) if all(per_task[arm][i] for arm in runs)]
@@ -287,6 +289,10 @@ def async_learning(arms: dict[str, tuple[str, dict[str, Any]]]) -> dict[str, Any
     async_runs = [per_task["server-async1"][i] for i in scored]
     diff = seed_interval([async_runs, sync_runs], names=["server-async1", "server"])
 
+    def mean_step(record: dict[str, Any]) -> float | None:
+        step = ((record.get("run_summary") or {}).get("step_time_s") or {}).get("step")
+        return None if step is None else round(step, 3)
+
     def mean(per_run: list[dict[str, float]]) -> float:
         return round(sum(sum(r.values()) / len(r) for r in per_run) / len(per_run), 4)
 
@@ -295,6 +301,8 @@ def async_learning(arms: dict[str, tuple[str, dict[str, Any]]]) -> dict[str, Any
         "sync_pass1": mean(sync_runs), "async_pass1": mean(async_runs),
         "diff_ci95": [round(x, 4) for x in diff["ci"]], "diff": round(diff["mean"], 4),
         "seed_part": diff["seed_part"],
+        "sync_step_s": [mean_step(runs["server"][s]) for s in seeds],
+        "async_step_s": [mean_step(runs["server-async1"][s]) for s in seeds],
         "sync_wall_s": [(runs["server"][s].get("run_summary") or {}).get("seconds") for s in seeds],
         "async_wall_s": [(runs["server-async1"][s].get("run_summary") or {}).get("seconds") for s in seeds],
     }

@@ -30,6 +30,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "--limit", type=int, default=570, help="seconds for a stage's main command (default %(default)s)"
     )
+    parser.add_argument(
+        "--phase-limit", type=int, default=900, help="multigpu: seconds each phase may run (default %(default)s)"
+    )
     parser.add_argument("--variants", help="profile: comma-separated variants, e.g. base,mb32,mb32_sw16_tb32_pe")
     parser.add_argument("--configs", default="configs/gpu/learning", help="the learning experiment's configs")
     parser.add_argument("--variants-8b", help="speed8b: comma-separated variants of the 8B recipe, e.g. vllm55,tb16")
@@ -52,6 +55,7 @@ def main(argv: list[str] | None = None) -> int:
         only=args.only,
         steps=args.steps,
         limit=args.limit,
+        phase_limit=args.phase_limit,
         configs=args.configs,
         dry_run=args.dry_run,
     )

@@ -266,7 +266,7 @@ def multigpu(ctx: Context) -> int:
         code, models["0.6b"] = shape_06b(ctx)
         codes.append(code)
     for label in chosen:
-        codes.append(_phase(ctx, label, PHASES[label], models, ctx.steps or 3, ctx.limit))
+        codes.append(_phase(ctx, label, PHASES[label], models, ctx.steps or 3, ctx.phase_limit))
         collect(ctx)
     return failed(*codes)
 

@@ -34,6 +34,7 @@ class Context:
     only: str | None = None  # the experiment's stages to run (pieces, teachers)
     steps: int | None = None  # optimizer steps of the measuring runs (each stage has its default)
     limit: int = 570  # seconds for a stage's main command
+    phase_limit: int = 900  # multigpu: seconds each phase may run (its jobs stopped then)
     variants: list[str] = field(default_factory=lambda: ["base", "mb32", "mb64", "mb32_sw16_tb32", "mb32_sw16_tb32_pe"])
     variants_8b: list[str] = field(default_factory=lambda: ["vllm55"])  # speed8b: variants of the 8B recipe
     configs: str = "configs/gpu/learning"  # the learning experiment's profile (configs/gpu/smollm2: a pretrained LM)

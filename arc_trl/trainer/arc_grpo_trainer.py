@@ -108,10 +108,17 @@ class ArcGRPOTrainer(GRPOTrainer):
 
             make_cpu_weights_reloadable()  # no-op on GPU builds
 
-        if reward_funcs is None:
+        own_rewards = reward_funcs is None
+        if own_rewards:
             reward_funcs, weights = make_reward_funcs(arc.reward_mode, arc.agent_mode, arc.log_reward_components)
             if args.reward_weights is None:
                 args.reward_weights = weights
+            own_rewards = list(args.reward_weights) == list(weights)
+        if arc.teacher_privileged == "peer" and arc.peer_min_reward is None and not own_rewards:
+            raise ValueError("teacher_privileged: peer with peer_min_reward: null counts as a success the reward "
+                             "mode's top score, which holds for arc-trl's own reward functions and weights only: set "
+                             "peer_min_reward (the weighted reward a peer must reach) for custom reward_funcs or "
+                             "reward_weights")
         self.sandbox_pool = sandbox_pool or SandboxPool(num_workers=arc.sandbox_workers, config=arc.sandbox_config())
         self.step_clock = StepClock()
         self.rollout = ArcRollout(

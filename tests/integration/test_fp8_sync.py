@@ -103,6 +103,7 @@ def _sync(llm, model, hook: bool) -> None:
     VLLMGeneration.sync_weights(vg)
 
 
+@pytest.mark.vllm
 def test_the_fp8_engine_follows_the_new_weights_after_a_sync(fp8_on_cpu, tiny_model_dir, tmp_path):
     from model_helpers import shutdown_llm
 

@@ -8,7 +8,7 @@ import torch
 from arc_trl.chat_template import prompt_ids
 from arc_trl.teacher.peer import peer_block, peer_code, with_peer
 
-SCRIPTED = [0.0, 10.0, 0.0, 0.0]  # rows (A, A, B, B): task A's second episode solved it (barc's top score)
+SCRIPTED = [0.0, 10.0, 0.0, 0.0]  # rows (A, A, B, B): task A's second episode reached peer_min_reward (10)
 
 
 def scripted_reward(prompts=None, completions=None, **kwargs):
@@ -26,7 +26,7 @@ def _peer_trainer(model_dir, out, **arc_overrides):
     from arc_trl.trainer import ArcGRPOTrainer
 
     arc = ArcConfig(max_turns=1, max_tokens_per_turn=16, sandbox_workers=1, teacher_backend="policy",
-                    teacher_tau=1.0, teacher_privileged="peer", **arc_overrides)
+                    teacher_tau=1.0, teacher_privileged="peer", peer_min_reward=10.0, **arc_overrides)
     args = GRPOConfig(output_dir=str(out), per_device_train_batch_size=4, num_generations=2, max_completion_length=16,
                       max_steps=1, use_cpu=True, bf16=False, report_to=[], beta=0.0, seed=0)
     tokenizer, _ = load_tokenizer(ModelConfig(model_name_or_path=str(model_dir)))

@@ -141,7 +141,8 @@ def test_server_learning_scores_each_run_at_each_evaluated_step():
     result = server_learning(arms)
     assert result["runs"]["m1/colocate"] == {
         "machine": "m1", "arm": "colocate", "seed": 0, "gpus": "3", "exit_code": 0, "reward_first_steps": 1.0,
-        "reward_last_steps": 2.0, "heldout_pass1": {"0": 0.0, "20": 0.5}, "train_s": 95.5, "off_policy": None}
+        "reward_last_steps": 2.0, "heldout_pass1": {"0": 0.0, "20": 0.5}, "train_s": 95.5, "step_time_s": None,
+        "off_policy": None}
     assert result["runs"]["m1/server"]["heldout_pass1"] == {"20": 0.25}  # (1/2 + 0) / 2 tasks
     assert result["runs"]["m2/server"]["heldout_pass1"] == {"20": 0.0}  # another machine's run kept beside it
 
@@ -216,7 +217,7 @@ def test_async_learning_pairs_the_seeds_and_gives_a_seed_aware_interval():
 
     def run(arm, seed, first, second, seconds, machine="m"):  # wall_s (with the SFT student) is not the figure
         return (machine, {"arm": arm, "seed": seed, "eval_dataset": spec, "wall_s": seconds + 150,
-                          "run_summary": {"seconds": seconds},
+                          "run_summary": {"seconds": seconds, "step_time_s": {"step": seconds / 20}},
                           "evaluations": {"0": attempts(0, 0), "20": attempts(first, second)}})
 
     arms = {"m/server": run("server", 0, 2, 0, 300.0), "m/server-s1": run("server", 1, 1, 0, 310.0),
@@ -229,6 +230,7 @@ def test_async_learning_pairs_the_seeds_and_gives_a_seed_aware_interval():
     assert result["sync_pass1"] == 0.375 and result["async_pass1"] == 0.625  # (0.5 + 0.25) / 2, (0.75 + 0.5) / 2
     assert result["diff"] == 0.25 and result["diff_ci95"][0] < 0.25 < result["diff_ci95"][1]
     assert result["sync_wall_s"] == [300.0, 310.0] and result["async_wall_s"] == [200.0, 210.0]
+    assert result["sync_step_s"] == [15.0, 15.5] and result["async_step_s"] == [10.0, 10.5]
 
 
 def test_off_policy_figures_come_from_each_logged_step_of_the_trainer_log(tmp_path):

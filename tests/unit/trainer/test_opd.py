@@ -60,3 +60,15 @@ def test_teacher_stats():
     assert stats.missing_frac == pytest.approx(1 / 3)
     assert stats.clipped_frac == pytest.approx(1 / 3)  # only |diff| = 2 exceeds the clip
     assert stats.num_tokens == 3
+
+
+def test_an_episode_masked_out_whole_is_not_counted_as_missing_its_teacher():
+    """A row with no model token in the loss (truncated, over budget) is no episode without a teacher value: the
+    episode counts skip it (before: it counted as missing for every teacher, not only a peer group without success)."""
+    from arc_trl.opd import teacher_stats
+
+    teacher = torch.tensor([[-1.0, -1.0], [float("nan"), float("nan")], [-1.0, -1.0]])
+    student = torch.full((3, 2), -2.0)
+    mask = torch.tensor([[1, 1], [1, 0], [0, 0]])  # row 1: no teacher value; row 2: masked out whole
+    stats = teacher_stats(teacher, student, mask, None)
+    assert (stats.num_episodes, stats.missing_episodes) == (2.0, 1.0)

@@ -204,3 +204,22 @@ def test_the_default_threshold_is_reached_by_a_solve_and_by_nothing_less(mode, a
         wrong_train = AttemptOutcome(code_found=True, code_parsed=True, test_predictions=toy_task.test_outputs,
                                      train_predictions=[train[0], [[6, 0, 0]]], submitted=True)
         assert compute_reward(mode, wrong_train, toy_task, agent_mode) < threshold
+
+
+@pytest.mark.parametrize("custom", ["weights", "funcs"])
+def test_the_default_peer_threshold_is_refused_with_rewards_other_than_arc_trls_own(tmp_path, custom):
+    """peer_min_reward: null means the reward mode's top score, which the weighted reward reaches only with arc-trl's
+    reward functions and weights: halved weights would leave no episode a peer, silently (before: no error)."""
+    from trl import GRPOConfig
+
+    from arc_trl.config import ArcConfig
+    from arc_trl.rewards.trl_rewards import make_reward_funcs
+    from arc_trl.trainer import ArcGRPOTrainer
+
+    arc = ArcConfig(teacher_privileged="peer", teacher_backend="policy", teacher_tau=0.1)
+    _, weights = make_reward_funcs(arc.reward_mode, arc.agent_mode, arc.log_reward_components)
+    halved = [w / 2 for w in weights] if custom == "weights" else None
+    args = GRPOConfig(output_dir=str(tmp_path), use_cpu=True, report_to=[], reward_weights=halved)
+    funcs = [lambda completions, **kw: [0.0] * len(completions)] if custom == "funcs" else None
+    with pytest.raises(ValueError, match="set peer_min_reward"):
+        ArcGRPOTrainer("no-model-is-loaded-before-this-check", args, arc, reward_funcs=funcs)
