@@ -129,6 +129,11 @@ def test_the_fp8_engine_follows_the_new_weights_after_a_sync(fp8_on_cpu, tiny_mo
     assert fresh_tokens == TARGET, "the optimizer steps should have taught the target (the test's premise)"
     assert stale_tokens != TARGET  # the engine did hold other weights before the sync
     assert synced_tokens == fresh_tokens
-    # the same bf16 weights quantized the same way, the same CPU kernels: equal up to float reassociation
-    assert synced_logps == pytest.approx(fresh_logps, abs=1e-4)
+    # The same bf16 weights quantized the same way, yet two FP8 engines agree only up to their activations' rounding:
+    # a float-reassociation difference (thread partitioning) can flip an e4m3 activation by one step (3 mantissa
+    # bits: up to 1/16 relative), which moves a logit margin M by up to ~M/16; a near-certain token's log-prob is
+    # about -exp(-M), so it can move by ~M/16 of itself: ~40% at M ~ 6.6 (log-prob ~ -1.3e-3, seen in a full-suite
+    # run: -1.6e-3 against -1.3e-3, while alone they agreed within 1e-4). A stale or unquantized engine fails the
+    # token asserts above; this one checks the log-probs are the same certainty, not bitwise equal.
+    assert synced_logps == pytest.approx(fresh_logps, rel=0.5, abs=1e-4)
     assert synced_logps != pytest.approx(stale_logps, abs=1e-2)
