@@ -53,6 +53,7 @@ PHASES = {  # label -> {job: GPUs}: a layout (LAYOUTS), a check or drill, or the
     "F": {"3gpu-server-ddp": "0,1,2", "1gpu-colocate": "3"},
     "G": {"3gpu-server-zero2": "0,1,2", "learning-colocate": "3"},
     "H": {"3gpu-server-zero3": "0,1,2"},
+    "Y": {"3gpu-server-zero3": "0,1,2", "1gpu-colocate": "3"},  # H with the same machine's 1-GPU step beside it
     "I": {"4gpu-colocate-tp2": "0,1,2,3"},
     "J": {"drills": "2,3"},
     # asynchronous rollouts: each beside (or right after) its synchronous layout on the same machine
