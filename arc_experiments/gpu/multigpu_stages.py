@@ -27,7 +27,8 @@ ASYNC = ("--async_rollouts", "1")
 LAYOUTS = {  # name -> (config, GPUs, extra training flags); the configs share the one-GPU recipe's workload
     "1gpu-colocate": ("configs/qwen3-8b-1gpu-colocate.yaml", 1, ()),
     "2gpu-colocate": ("configs/qwen3-8b-2gpu-colocate.yaml", 2, ()),
-    "4gpu-colocate": ("configs/qwen3-8b-4gpu-colocate.yaml", 4, ()),
+    # the shipped 4-GPU config runs vLLM tensor parallel 2 (machine 5: 2.16x); tp 1 is machine 1's 4gpu-colocate row
+    "4gpu-colocate": ("configs/qwen3-8b-4gpu-colocate.yaml", 4, ("--vllm_tensor_parallel_size", "1")),
     "4gpu-colocate-tp2": ("configs/qwen3-8b-4gpu-colocate.yaml", 4, ("--vllm_tensor_parallel_size", "2")),
     "2gpu-server": ("configs/qwen3-8b-2gpu-server.yaml", 2, ()),
     "3gpu-server-ddp": ("configs/qwen3-8b-3gpu-server.yaml", 3, ()),
