@@ -296,13 +296,47 @@ def async_learning(arms: dict[str, tuple[str, dict[str, Any]]]) -> dict[str, Any
     def mean(per_run: list[dict[str, float]]) -> float:
         return round(sum(sum(r.values()) / len(r) for r in per_run) / len(per_run), 4)
 
+    sync_step_s = [mean_step(runs["server"][s]) for s in seeds]
+    async_step_s = [mean_step(runs["server-async1"][s]) for s in seeds]
     return {
         "step": int(ASYNC_STEP), "seeds": [seed for _, seed in seeds], "machines": [machine for machine, _ in seeds],
         "sync_pass1": mean(sync_runs), "async_pass1": mean(async_runs),
         "diff_ci95": [round(x, 4) for x in diff["ci"]], "diff": round(diff["mean"], 4),
         "seed_part": diff["seed_part"],
-        "sync_step_s": [mean_step(runs["server"][s]) for s in seeds],
-        "async_step_s": [mean_step(runs["server-async1"][s]) for s in seeds],
+        "sync_step_s": sync_step_s, "async_step_s": async_step_s,
+        **time_to_sync_final({arm: [runs[arm][s] for s in seeds] for arm in runs},
+                             {"server": sync_step_s, "server-async1": async_step_s}),
         "sync_wall_s": [(runs["server"][s].get("run_summary") or {}).get("seconds") for s in seeds],
         "async_wall_s": [(runs["server-async1"][s].get("run_summary") or {}).get("seconds") for s in seeds],
     }
+
+
+def time_to_sync_final(runs: dict[str, list[dict[str, Any]]], step_s: dict[str, list[float | None]]) -> dict[str, Any]:
+    """How soon each layout reaches the synchronous runs' final held-out score: the mean pass@1 over the paired runs
+    at every evaluated step (only pairs scored at that step in both layouts), the first step whose mean reaches the
+    synchronous mean at the last step, and its training time (that step x the layout's mean step over the pairs;
+    start-up and evaluations left out). None where a layout never reaches it within the evaluated steps."""
+    steps = sorted({int(step) for records in runs.values() for record in records for step in record["evaluations"]})
+    curve: dict[str, dict[str, float]] = {arm: {} for arm in runs}
+    pairs: dict[str, int] = {}
+    for step in steps:
+        scored = [[_per_task(record, str(step)) for record in runs[arm]] for arm in runs]
+        both = [i for i in range(len(scored[0])) if all(per_arm[i] for per_arm in scored)]
+        if not both:
+            continue
+        pairs[str(step)] = len(both)
+        for arm, per_arm in zip(runs, scored):
+            curve[arm][str(step)] = round(sum(sum(per_arm[i].values()) / len(per_arm[i]) for i in both) / len(both), 4)
+    target = curve["server"].get(str(steps[-1])) if steps else None
+    reach: dict[str, int | None] = {}
+    seconds: dict[str, float | None] = {}
+    for arm in runs:
+        reached = [int(step) for step, score in curve[arm].items() if target is not None and score >= target]
+        reach[arm] = min(reached) if reached else None
+        per_step = [value for value in step_s[arm] if value is not None]
+        seconds[arm] = (None if reach[arm] is None or not per_step
+                        else round(reach[arm] * sum(per_step) / len(per_step), 1))
+    return {"pass1_by_step": {"sync": curve["server"], "async": curve["server-async1"]}, "pairs_by_step": pairs,
+            "sync_final_pass1": target,
+            "steps_to_sync_final": {"sync": reach["server"], "async": reach["server-async1"]},
+            "train_s_to_sync_final": {"sync": seconds["server"], "async": seconds["server-async1"]}}

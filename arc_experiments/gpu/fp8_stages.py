@@ -45,7 +45,7 @@ def fp8_sync(ctx: Context) -> int:
 
 def fp8_learning(ctx: Context) -> int:
     """The learning subject (SmolLM2 after SFT, GRPO alone's chosen recipe, 20 steps, colocated on GPU 0) with bf16
-    and with FP8 rollouts, seeds 0-2, scored on the held-out tasks at steps 0 and 20:
+    and with FP8 rollouts, seeds 0-2, scored on the held-out tasks at steps 0, 10 and 20:
     OUT/multigpu/server_learning_colocate[-fp8][-sSEED].json"""
     codes = []
     for seed in LEARNING_SEEDS:

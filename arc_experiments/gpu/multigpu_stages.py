@@ -12,10 +12,13 @@ turns them into results/gpu_multigpu_summary.json, each layout against its own m
 
 from __future__ import annotations
 
+import fcntl
 import json
 import subprocess
 import time
+from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
+from contextlib import contextmanager
 from dataclasses import replace
 from pathlib import Path
 
@@ -43,6 +46,9 @@ LAYOUTS = {  # name -> (config, GPUs, extra training flags); the configs share t
     "3gpu-server-ddp-async1": ("configs/qwen3-8b-3gpu-server.yaml", 3, ASYNC),
     "4gpu-server-async1": ("configs/qwen3-8b-4gpu-server.yaml", 4, ASYNC),
     "4gpu-seeds-async1": ("configs/qwen3-8b-4gpu.yaml", 4, ASYNC),
+    # one tensor-parallel-2 engine on GPUs 0-1 for all 32 episodes (the colocated tp 2 engines decoded 16 episodes in
+    # 20.0 s against 27.5 s for an engine per GPU): what might bring the async step under one engine's decode
+    "4gpu-server-tp2-async1": ("configs/qwen3-8b-4gpu-server.yaml", 4, ("--vllm_tensor_parallel_size", "2", *ASYNC)),
 }
 SMALL_MODEL_JOBS = ("engine-check", "drills")  # jobs on the 0.6B shape; `learning-*`: the SmolLM2 student
 PHASES = {  # label -> {job: GPUs}: a layout (LAYOUTS), a check or drill, or the learning subject's student or arm
@@ -63,6 +69,8 @@ PHASES = {  # label -> {job: GPUs}: a layout (LAYOUTS), a check or drill, or the
     "M": {"4gpu-server": "0,1,2,3"},
     "N": {"4gpu-server-async1": "0,1,2,3"},
     "O": {"4gpu-seeds-async1": "0,1,2,3"},
+    "Z": {"4gpu-server-tp2-async1": "0,1,2,3"},
+    "V": {"1gpu-colocate": "0", "learning-student": "3"},  # the one-GPU step, and the student before P-R share it
     # a 2-GPU machine: the one-GPU step beside ZeRO-3's gap check, then async and sync server layouts back to back
     "S": {"1gpu-colocate": "0", "1gpu-colocate-zero3": "1"},
     "T": {"2gpu-server-async1": "0,1"},
@@ -308,20 +316,36 @@ def learning_student(ctx: Context, gpu: str, limit_s: int = 900) -> int:
                env={"CUDA_VISIBLE_DEVICES": gpu})
 
 
+@contextmanager
+def learning_lock(ctx: Context) -> Iterator[None]:
+    """Held while a job makes the learning subject's student and writes the arms' configs, so that two jobs of a
+    phase never train the same student or rewrite a config the other is reading (an flock on WORK/learning.lock)."""
+    if ctx.dry_run:
+        yield
+        return
+    ctx.work.mkdir(parents=True, exist_ok=True)
+    with open(ctx.work / "learning.lock", "w") as handle:
+        fcntl.flock(handle, fcntl.LOCK_EX)  # released when the file closes
+        yield
+
+
 def learning_arm(ctx: Context, arm: str, gpus: str, limit_s: float, seed: int = 0) -> int:
     """GRPO alone's validation-chosen recipe (arms.yaml's sSEED_grpo-only) for 20 steps on the SFT student in one
-    layout (`LEARNING_ARMS`), scored in the run on the held-out tasks at steps 0 and 20; writes
+    layout (`LEARNING_ARMS`), scored in the run on the held-out tasks at steps 0, 10 and 20; writes
     OUT/multigpu/server_learning_ARM.json (seed 0) or server_learning_ARM-sSEED.json."""
     started = time.time()
-    code = learning_student(ctx, gpus.split(",")[0], int(limit_s))
-    ctx = replace(ctx, configs=SMOLLM2)
-    code = code or run(ctx, f"arms-configs-{arm}-s{seed}", 300, [PY, "-m", "arc_trl", "sweep", f"{SMOLLM2}/arms.yaml",
-                                                          "--dry-run", "--command", f"{PY} -m arc_trl train"])
+    with learning_lock(ctx):  # a phase's two arms start together: one makes the student and the configs, one waits
+        code = learning_student(ctx, gpus.split(",")[0], int(limit_s))
+        ctx = replace(ctx, configs=SMOLLM2)
+        code = code or run(ctx, f"arms-configs-{arm}-s{seed}", 300, [PY, "-m", "arc_trl", "sweep",
+                                                              f"{SMOLLM2}/arms.yaml", "--dry-run", "--command",
+                                                              f"{PY} -m arc_trl train"])
     config = str(ctx.learning / "arms" / f"s{seed}_grpo-only" / "config.yaml")
     name = arm if seed == 0 else f"{arm}-s{seed}"
     out = ctx.work / "server-learning" / name
     command = [PY, "-m", "arc_trl", "serve", "--config", config, "--gpus", gpus, "--auto-ports", "--",
-               *LEARNING_ARMS[arm], "--max_steps", "20", "--output_dir", str(out), "--save_strategy", "no"]
+               *LEARNING_ARMS[arm], "--max_steps", "20", "--eval_every_steps", "10", "--output_dir", str(out),
+               "--save_strategy", "no"]
     if code:
         return code
     code = _wait(start(ctx, f"server-learning-{name}", command), limit_s - (time.time() - started))
@@ -345,8 +369,8 @@ def learning_arm(ctx: Context, arm: str, gpus: str, limit_s: float, seed: int = 
 
 def server_learning(ctx: Context) -> int:
     """The learning subject (SmolLM2 after SFT) with GRPO alone's validation-chosen recipe, 20 steps, seed 0,
-    colocated on GPU 0 beside the 2-GPU server layout on GPUs 1-2, both scored on the held-out tasks at steps 0 and
-    20: the server path learns as the colocated one does"""
+    colocated on GPU 0 beside the 2-GPU server layout on GPUs 1-2, both scored on the held-out tasks at steps 0, 10
+    and 20: the server path learns as the colocated one does"""
     code = learning_student(ctx, "0")
     return code or _phase(ctx, "server-learning", {"learning-colocate": "0", "learning-server": "1,2"}, {}, 0,
                           max(ctx.limit, 1500))

@@ -231,6 +231,37 @@ def test_async_learning_pairs_the_seeds_and_gives_a_seed_aware_interval():
     assert result["diff"] == 0.25 and result["diff_ci95"][0] < 0.25 < result["diff_ci95"][1]
     assert result["sync_wall_s"] == [300.0, 310.0] and result["async_wall_s"] == [200.0, 210.0]
     assert result["sync_step_s"] == [15.0, 15.5] and result["async_step_s"] == [10.0, 10.5]
+    # only steps 0 and 20 evaluated: async (0.625) reaches sync's final 0.375 at step 20, in 20 x 10.25 s; sync too
+    assert result["pass1_by_step"] == {"sync": {"0": 0.0, "20": 0.375}, "async": {"0": 0.0, "20": 0.625}}
+    assert result["steps_to_sync_final"] == {"sync": 20, "async": 20}
+    assert result["train_s_to_sync_final"] == {"sync": 305.0, "async": 205.0}
+
+
+def test_time_to_sync_final_takes_the_first_evaluated_step_that_reaches_it():
+    from arc_experiments.figures.multigpu import time_to_sync_final
+
+    spec = "synthetic:n=2,seed=1,difficulty=tiny,families=rotate"
+    import json as _json
+
+    from arc_trl import load_tasks
+
+    tasks = load_tasks(spec)
+
+    def attempts(right: int) -> str:  # the first `right` of the 2 tasks solved, 1 attempt each
+        return "\n".join(_json.dumps({"task_id": t.id, "outcome": {"test_predictions": t.test_outputs if i < right
+                                                                     else None}}) for i, t in enumerate(tasks))
+
+    def record(scores: dict[str, int]) -> dict:
+        return {"eval_dataset": spec, "evaluations": {step: attempts(right) for step, right in scores.items()}}
+
+    runs = {"server": [record({"0": 0, "10": 0, "20": 1})],  # sync: 0.5 only at its last step
+            "server-async1": [record({"0": 0, "10": 1, "20": 2})]}  # async: 0.5 at step 10 already
+    result = time_to_sync_final(runs, {"server": [3.0], "server-async1": [2.0]})
+    assert result["sync_final_pass1"] == 0.5 and result["pairs_by_step"] == {"0": 1, "10": 1, "20": 1}
+    assert result["steps_to_sync_final"] == {"sync": 20, "async": 10}
+    assert result["train_s_to_sync_final"] == {"sync": 60.0, "async": 20.0}
+    runs["server-async1"] = [record({"0": 0, "10": 0, "20": 0})]  # never reaches it
+    assert time_to_sync_final(runs, {"server": [3.0], "server-async1": [2.0]})["steps_to_sync_final"]["async"] is None
 
 
 def test_off_policy_figures_come_from_each_logged_step_of_the_trainer_log(tmp_path):

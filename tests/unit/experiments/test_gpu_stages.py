@@ -254,8 +254,32 @@ def test_phases_run_in_the_order_asked_and_unknown_ones_are_named():
     from arc_experiments.gpu.multigpu_stages import PHASES, chosen_phases
 
     assert chosen_phases("F,C") == ["F", "C"] and chosen_phases(None) == list(PHASES)
-    with pytest.raises(SystemExit, match=r"unknown phase\(s\) \['Z'\]"):
-        chosen_phases("C,Z")
+    with pytest.raises(SystemExit, match=r"unknown phase\(s\) \['ZZ'\]"):
+        chosen_phases("C,ZZ")
+
+
+def test_a_phases_two_learning_jobs_make_the_student_one_at_a_time(tmp_path):
+    """Phase P starts two arms together; each first makes the student (kept if made) and the arms' configs: the lock
+    makes the second wait for the first, so the student is never trained twice into one folder at once."""
+    import threading
+
+    from arc_experiments.gpu import multigpu_stages as multigpu
+
+    ctx = Context(out=tmp_path / "out", work=tmp_path / "work")
+    events: list[str] = []
+
+    def job(name: str) -> None:
+        with multigpu.learning_lock(ctx):
+            events.append(f"{name} in")
+            time.sleep(0.3)
+            events.append(f"{name} out")
+
+    threads = [threading.Thread(target=job, args=(name,)) for name in ("a", "b")]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    assert events in (["a in", "a out", "b in", "b out"], ["b in", "b out", "a in", "a out"])
 
 
 class _NoPeaks:
