@@ -10,7 +10,7 @@ keys only a script reads (which tasks, tokenizer and model loading, the GPU layo
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
@@ -18,7 +18,8 @@ if TYPE_CHECKING:
 
 from arc_trl import defaults
 from arc_trl.config_types import field_type_problems
-from arc_trl.fp8_rollout import check_choices, check_trainer_settings
+from arc_trl.fp8_rollout import check_choices
+from arc_trl.ineffective_keys import warn_ineffective_keys
 from arc_trl.rollout.settings import AGENT_MODES
 from arc_trl.rollout.settings import SCHEDULING as ROLLOUT_SCHEDULING
 
@@ -75,12 +76,12 @@ class ArcConfig:
         metadata={"help": "bf16 | fp8: the precision of the weights the vLLM engine samples rollouts with (colocated "
                   "or the student server of arc-trl serve); the trainer stays bf16. fp8: vLLM's online per-tensor FP8 "
                   "quantization, redone at every weight sync; vLLM's importance-sampling correction covers the "
-                  "larger sampler/trainer gap (docs/fp8.md). Needs use_vllm."},
+                  "larger sampler/trainer gap (docs/fp8.md). Needs use_vllm (without: no effect, a warning)."},
     )
     vllm_kv_cache_dtype: str = field(
         default="auto",
         metadata={"help": "auto | fp8: the vLLM engine's KV cache (fp8: e4m3, scale 1.0, half the bytes). Needs "
-                  "use_vllm (docs/fp8.md)."},
+                  "use_vllm (without: no effect, a warning; docs/fp8.md)."},
     )
 
     # --- sandbox --------------------------------------------------------------------------------------------------
@@ -294,9 +295,11 @@ class ArcConfig:
             raise ValueError("adv_tau and teacher_tau are both 0: the loss would be empty")
 
     def check_with(self, args) -> None:
-        """The checks that need TRL's `GRPOConfig` `args` too (ValueError naming the key)."""
+        """The checks that need TRL's `GRPOConfig` `args` too (ValueError naming the key), and a warning for each key
+        set without effect (arc_trl/ineffective_keys.py)."""
         self._check_async_rollouts(args)
-        check_trainer_settings(self.vllm_rollout_dtype, self.vllm_kv_cache_dtype, bool(args.use_vllm))
+        defaults = {f.name: f.default for f in fields(self)} | {"use_vllm": False}  # TRL's use_vllm default
+        warn_ineffective_keys({**vars(self), "use_vllm": bool(args.use_vllm)}, defaults)
         if not self.defer_old_logps:
             return
         steps_per_generation = args.steps_per_generation or args.gradient_accumulation_steps

@@ -23,10 +23,6 @@ def check_choices(rollout_dtype: str, kv_cache_dtype: str) -> None:
         raise ValueError(f"vllm_kv_cache_dtype={kv_cache_dtype!r} is not one of {', '.join(KV_CACHE_DTYPES)}")
 
 
-def uses_fp8(rollout_dtype: str, kv_cache_dtype: str) -> bool:
-    return rollout_dtype == "fp8" or kv_cache_dtype == "fp8"
-
-
 def engine_kwargs(rollout_dtype: str, kv_cache_dtype: str) -> dict[str, str]:
     """The `vllm.LLM(...)` keyword arguments of these settings (empty for bf16 weights and an `auto` KV cache)."""
     check_choices(rollout_dtype, kv_cache_dtype)
@@ -53,11 +49,3 @@ def server_args(rollout_dtype: str, kv_cache_dtype: str, given: list[str]) -> li
         args += [flags[0], value]
     return args
 
-
-def check_trainer_settings(rollout_dtype: str, kv_cache_dtype: str, use_vllm: bool) -> None:
-    """The checks that need TRL's `GRPOConfig` (ValueError naming the key)."""
-    check_choices(rollout_dtype, kv_cache_dtype)
-    if uses_fp8(rollout_dtype, kv_cache_dtype) and not use_vllm:
-        raise ValueError(f"vllm_rollout_dtype={rollout_dtype!r} / vllm_kv_cache_dtype={kv_cache_dtype!r} set the "
-                         "vLLM engine's precision: they need use_vllm: true (transformers generate samples with the "
-                         "trainer's own bf16 weights)")

@@ -9,7 +9,8 @@ FP8 quantization kernel by torch; this runs vLLM's own kernels.
 Writes a JSON: tokens and log-probs of each engine, the largest log-prob differences, and `passed` (the synced engine
 equals the fresh FP8 one: same tokens, log-probs within --tolerance; and the weights did move: the fresh tokens are
 the taught ones and differ from the stale ones). Exit code 1 when not passed. `--no-hook` runs TRL's plain sync
-instead (expected to fail: records the error).
+instead (expected to fail: records the error). The engines, the prompt, the training and the sync:
+arc_trl/fp8_sync_check.py, as in the CPU test.
 """
 
 from __future__ import annotations
@@ -21,67 +22,22 @@ import sys
 import tempfile
 import time
 from pathlib import Path
-from types import SimpleNamespace
 
 os.environ.setdefault("VLLM_ENABLE_V1_MULTIPROCESSING", "0")  # the engine in this process, as TRL's colocated one
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-PROMPT = [1, 2, 3, 4]
-TARGET = [40, 41, 42, 43, 44, 45]
+from arc_trl import fp8_sync_check
+from arc_trl.fp8_sync_check import PROMPT, TARGET, sync, train_towards_target
 
 
 def engine(model_dir: Path, rollout_dtype: str, kv_cache_dtype: str, memory: float):
-    import trl.generation.vllm_generation as vllm_generation
-
-    from arc_trl.fp8_rollout import engine_kwargs
-    from arc_trl.trl_internals import colocated_engine_kwargs
-
-    with colocated_engine_kwargs(engine_kwargs(rollout_dtype, kv_cache_dtype)):  # as ArcGRPOTrainer builds it
-        return vllm_generation.LLM(model=str(model_dir), dtype="bfloat16", max_model_len=256, max_num_seqs=4, seed=0,
-                                   gpu_memory_utilization=memory, logprobs_mode="processed_logprobs",
-                                   quantization=None)
+    return fp8_sync_check.engine(model_dir, rollout_dtype, kv_cache_dtype, max_num_seqs=4,
+                                 gpu_memory_utilization=memory)
 
 
 def greedy(llm) -> dict:
-    from vllm import SamplingParams
-
-    [out] = llm.generate([{"prompt_token_ids": PROMPT}], SamplingParams(max_tokens=len(TARGET), temperature=0.0,
-                                                                        logprobs=0), use_tqdm=False)
-    done = out.outputs[0]
-    return {"tokens": list(done.token_ids),
-            "logps": [lp[token].logprob for token, lp in zip(done.token_ids, done.logprobs)]}
-
-
-def train_towards_target(model_dir: Path, steps: int, lr: float):
-    import torch
-    from transformers import AutoModelForCausalLM
-
-    torch.manual_seed(0)
-    model = AutoModelForCausalLM.from_pretrained(model_dir, dtype=torch.bfloat16).cuda()
-    ids = torch.tensor([PROMPT + TARGET], device="cuda")
-    labels = ids.clone()
-    labels[:, : len(PROMPT)] = -100
-    optimizer = torch.optim.AdamW(model.parameters(), lr=lr)
-    for _ in range(steps):
-        model(input_ids=ids, labels=labels).loss.backward()
-        optimizer.step()
-        optimizer.zero_grad()
-    return model
-
-
-def sync(llm, model, hook: bool) -> None:
-    """TRL's colocated `VLLMGeneration.sync_weights` pushing `model` into `llm` (with the hook: as the trainer does)."""
-    from trl.generation.vllm_generation import VLLMGeneration
-
-    from arc_trl.trl_internals import requantize_on_sync
-
-    vg = object.__new__(VLLMGeneration)
-    vg.__dict__.update(mode="colocate", enable_sleep_mode=False, llm=llm,
-                       accelerator=SimpleNamespace(is_main_process=True))
-    vg._iter_named_params = lambda: ((name, p.data) for name, p in model.named_parameters())
-    if hook:
-        requantize_on_sync(vg)
-    VLLMGeneration.sync_weights(vg)
+    tokens, logps = fp8_sync_check.greedy(llm)
+    return {"tokens": tokens, "logps": logps}
 
 
 def shutdown(llm) -> None:
@@ -126,7 +82,7 @@ def main() -> int:
         base = build_tiny_model(Path(tmp) / "base", shape_spec(args.shape), device="cuda")
         llm = engine(base, "fp8", args.kv_cache_dtype, args.memory)
         record["stale"] = greedy(llm)
-        trained = train_towards_target(base, args.steps, args.lr)
+        trained = train_towards_target(base, args.steps, args.lr, device="cuda")
         trained.save_pretrained(Path(tmp) / "trained")
         started = time.perf_counter()
         try:

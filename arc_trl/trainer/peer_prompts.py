@@ -66,16 +66,3 @@ def peer_prompt_ids(trainer, rows: list[dict[str, Any]], episodes, rewards) -> l
         out.append(prompt_ids(trainer.processing_class, messages, **(trainer.chat_template_kwargs or {})))
     return out
 
-
-def sharded_padding(accelerator, count: int) -> int:
-    """Sequences to add so that every process runs as many teacher forwards: under DeepSpeed or FSDP with several
-    processes a forward is collective (parameters gathered layer by layer), and the processes' peer counts differ."""
-    from accelerate.utils import DistributedType
-
-    if accelerator.num_processes < 2 or accelerator.distributed_type not in (DistributedType.DEEPSPEED,
-                                                                             DistributedType.FSDP):
-        return 0
-    import torch
-
-    counts = accelerator.gather(torch.tensor([count], device=accelerator.device))
-    return int(counts.max()) - count

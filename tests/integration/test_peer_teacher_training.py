@@ -7,6 +7,7 @@ import torch
 
 from arc_trl.chat_template import prompt_ids
 from arc_trl.teacher.peer import peer_block, peer_code, with_peer
+from teacher_trainers import lora_trainer, record_teacher_scores
 
 SCRIPTED = [0.0, 10.0, 0.0, 0.0]  # rows (A, A, B, B): task A's second episode reached peer_min_reward (10)
 
@@ -15,26 +16,10 @@ def scripted_reward(prompts=None, completions=None, **kwargs):
     return list(SCRIPTED[: len(completions)])
 
 
-def _peer_trainer(model_dir, out, **arc_overrides):
-    from peft import LoraConfig
-    from trl import GRPOConfig, ModelConfig
-
-    from arc_trl.config import ArcConfig
-    from arc_trl.data import build_dataset
-    from arc_trl.tasks import load_tasks
-    from arc_trl.train_entry import load_tokenizer
-    from arc_trl.trainer import ArcGRPOTrainer
-
-    arc = ArcConfig(max_turns=1, max_tokens_per_turn=16, sandbox_workers=1, teacher_backend="policy",
-                    teacher_tau=1.0, teacher_privileged="peer", peer_min_reward=10.0, **arc_overrides)
-    args = GRPOConfig(output_dir=str(out), per_device_train_batch_size=4, num_generations=2, max_completion_length=16,
-                      max_steps=1, use_cpu=True, bf16=False, report_to=[], beta=0.0, seed=0)
-    tokenizer, _ = load_tokenizer(ModelConfig(model_name_or_path=str(model_dir)))
-    dataset = build_dataset(load_tasks("arc-agi-1/train", ids=["6150a2bd", "67a3c6ac"]), "repl", tokenizer=tokenizer)
-    lora = LoraConfig(r=4, lora_alpha=8, target_modules=["q_proj", "v_proj"], task_type="CAUSAL_LM",
-                      lora_dropout=0.5)  # dropout: the teacher must score without it
-    return ArcGRPOTrainer(str(model_dir), args, arc, train_dataset=dataset, processing_class=tokenizer,
-                          peft_config=lora, reward_funcs=[scripted_reward])
+def _peer_trainer(model_dir, out):
+    return lora_trainer(model_dir, out, grpo={"seed": 0}, reward_funcs=[scripted_reward],
+                        lora_dropout=0.5,  # the teacher must score without it
+                        teacher_backend="policy", teacher_tau=1.0, teacher_privileged="peer", peer_min_reward=10.0)
 
 
 def test_policy_teacher_scores_with_the_adapter_on(tiny_model_dir, tmp_path):
@@ -76,14 +61,7 @@ def test_one_batch_only_the_group_with_a_success_is_taught_by_its_peer(tiny_mode
     A's second episode's code appended, followed by its own completion tokens; the other three episodes keep their
     GRPO advantage exactly and teacher_missing_episode_frac is 3/4."""
     trainer = _peer_trainer(tiny_model_dir, tmp_path)
-    calls = []
-    score = trainer.teacher.score
-
-    def recording_score(sequences, lengths):
-        calls.append((sequences, lengths))
-        return score(sequences, lengths)
-
-    trainer.teacher.score = recording_score
+    calls = record_teacher_scores(trainer)
     try:
         trainer.model.train()
         rows = [trainer.train_dataset[i] for i in (0, 0, 1, 1)]

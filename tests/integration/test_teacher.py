@@ -16,6 +16,7 @@ import torch
 from arc_trl.chat_template import prompt_ids
 from arc_trl.teacher import LocalTeacher, ServerTeacher, TeacherUnavailableError
 from arc_trl.train_entry import main
+from teacher_trainers import lora_trainer, record_teacher_scores
 from test_trainer import CONFIG
 
 
@@ -63,24 +64,8 @@ def test_server_teacher_honours_teacher_timeout_at_first_connection(server):
 
 def _lora_trainer(model_dir, out, temperature: float = 1.0, **arc_overrides):
     """A LoRA (fresh adapter) ArcGRPOTrainer on the tiny task set, with the frozen base model as teacher."""
-    from peft import LoraConfig
-    from trl import GRPOConfig, ModelConfig
-
-    from arc_trl.config import ArcConfig
-    from arc_trl.data import build_dataset
-    from arc_trl.tasks import load_tasks
-    from arc_trl.train_entry import load_tokenizer
-    from arc_trl.trainer import ArcGRPOTrainer
-
-    arc = ArcConfig(max_turns=1, max_tokens_per_turn=16, sandbox_workers=1, teacher_backend="base", teacher_tau=1.0,
-                    **arc_overrides)
-    args = GRPOConfig(output_dir=str(out), per_device_train_batch_size=4, num_generations=2, max_completion_length=16,
-                      max_steps=1, use_cpu=True, bf16=False, report_to=[], beta=0.0, temperature=temperature)
-    tokenizer, _ = load_tokenizer(ModelConfig(model_name_or_path=str(model_dir)))
-    dataset = build_dataset(load_tasks("arc-agi-1/train", ids=["6150a2bd", "67a3c6ac"]), "repl", tokenizer=tokenizer)
-    lora = LoraConfig(r=4, lora_alpha=8, target_modules=["q_proj", "v_proj"], task_type="CAUSAL_LM")
-    return ArcGRPOTrainer(str(model_dir), args, arc, train_dataset=dataset, processing_class=tokenizer,
-                          peft_config=lora)
+    return lora_trainer(model_dir, out, grpo={"temperature": temperature}, teacher_backend="base", teacher_tau=1.0,
+                        **arc_overrides)
 
 
 @pytest.mark.vllm
@@ -152,14 +137,7 @@ def test_privileged_teacher_scores_the_same_completion_tokens(tiny_model_dir, me
 
     trainer = _trainer(tiny_model_dir, tmp_path, teacher_backend="local", teacher_model=str(memorized_model_dir),
                        teacher_tau=1.0, teacher_privileged="solutions")
-    calls = []
-    score = trainer.teacher.score
-
-    def recording_score(sequences, prompt_lengths):
-        calls.append((sequences, prompt_lengths))
-        return score(sequences, prompt_lengths)
-
-    trainer.teacher.score = recording_score
+    calls = record_teacher_scores(trainer)
     try:
         trainer.model.train()
         inputs = [trainer.train_dataset[i] for i in (0, 0, 1, 1)]

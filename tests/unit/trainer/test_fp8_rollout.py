@@ -29,17 +29,12 @@ def test_engine_kwargs_and_server_args_of_each_setting(rollout, kv, expected):
         part for key, value in expected.items() for part in (flags[key], value)]
 
 
-def test_unknown_values_and_fp8_without_vllm_name_the_key():
+def test_unknown_values_name_the_key():
+    # (FP8 without vLLM has no effect: a warning, tests/unit/launch/test_ineffective_keys.py)
     with pytest.raises(ValueError, match="vllm_rollout_dtype='int8' is not one of bf16, fp8"):
         ArcConfig(vllm_rollout_dtype="int8")
     with pytest.raises(ValueError, match="vllm_kv_cache_dtype='fp16' is not one of auto, fp8"):
         ArcConfig(vllm_kv_cache_dtype="fp16")
-    args = SimpleNamespace(use_vllm=False, steps_per_generation=None, gradient_accumulation_steps=1)
-    with pytest.raises(ValueError, match="vllm_rollout_dtype='fp8'.*need use_vllm: true"):
-        ArcConfig(vllm_rollout_dtype="fp8").check_with(args)
-    with pytest.raises(ValueError, match="vllm_kv_cache_dtype='fp8'.*need use_vllm: true"):
-        ArcConfig(vllm_kv_cache_dtype="fp8").check_with(args)
-    ArcConfig().check_with(args)  # the defaults need no vLLM
 
 
 SERVER = {"model_name_or_path": "/models/student", "use_vllm": True, "vllm_mode": "server", "vllm_gpus": 1,
