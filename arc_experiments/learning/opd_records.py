@@ -16,6 +16,7 @@ teacher), an arm's validation sweep (`grpo-only`, `opd-peer`, `opd-rl-pure`, `op
 from __future__ import annotations
 
 import argparse
+import functools
 import json
 from pathlib import Path
 from typing import Any
@@ -36,6 +37,13 @@ PER_STEP = {"time/step": "step_s", "time/teacher": "teacher_s", "reward": "rewar
             "teacher_missing_episode_frac": "teacher_missing_episode_frac"}
 
 
+@functools.cache
+def _tasks(dataset: str) -> dict:
+    from arc_trl.tasks import load_tasks
+
+    return {t.id: t for t in load_tasks(dataset)}
+
+
 def run_record(name: str, group: str, arm: str, config: dict[str, Any], output_dir: Path) -> dict[str, Any]:
     """The record of one run (module docstring). An evaluation with a task short of `eval_n_predictions` attempts
     (stopped mid-way) is listed in `incomplete_steps`, not counted."""
@@ -43,7 +51,7 @@ def run_record(name: str, group: str, arm: str, config: dict[str, Any], output_d
     passes: dict[str, dict[str, int]] = {}
     incomplete = []
     for step, path in evaluations(output_dir) if dataset else []:
-        counts = attempt_counts(path, dataset)
+        counts = attempt_counts(path, dataset, _tasks(dataset))
         if counts and all(n == attempts for n, _ in counts.values()):
             passes[str(step)] = {task: c for task, (_, c) in counts.items()}
         else:
@@ -88,12 +96,16 @@ def write_records(work: Path, part: str, out: Path) -> list[Path]:
     for group, (folder, arm) in machine_groups(work, part).items():
         if not (folder / "sweep_manifest.json").exists():
             continue
-        for record in sweep_records(folder, group, arm):
-            path = out / part / group / f"{record['run']}.json"
-            path.parent.mkdir(parents=True, exist_ok=True)
-            path.write_text(json.dumps(record, indent=1) + "\n")
-            written.append(path)
+        written += [save_record(record, out, part) for record in sweep_records(folder, group, arm)]
     return written
+
+
+def save_record(record: dict[str, Any], out: Path, part: str) -> Path:
+    """Write a run's record as OUT/PART/GROUP/RUN.json."""
+    path = out / part / record["group"] / f"{record['run']}.json"
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps(record, indent=1) + "\n")
+    return path
 
 
 def read_records(folder: Path) -> dict[str, dict[str, dict[str, dict[str, Any]]]]:

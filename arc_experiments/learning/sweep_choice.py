@@ -37,13 +37,13 @@ def last_evaluation(output_dir: Path) -> tuple[int, Path] | None:
     return found[-1] if found else None
 
 
-def attempt_counts(path: Path, dataset: str) -> dict[str, tuple[int, int]]:
+def attempt_counts(path: Path, dataset: str, tasks: dict | None = None) -> dict[str, tuple[int, int]]:
     """{task: (attempts, passed attempts)} of an in-training evaluation's attempts file (each outcome's test predictions
-    against the task: passed when every test output is exact)."""
+    against the task: passed when every test output is exact); `tasks`: the dataset's tasks by id, when loaded."""
     from arc_trl.tasks import load_tasks
     from arc_trl.rewards.scoring import exact_match
 
-    tasks = {t.id: t for t in load_tasks(dataset)}
+    tasks = tasks if tasks is not None else {t.id: t for t in load_tasks(dataset)}
     counts: dict[str, list[int]] = {}
     for line in path.read_text().splitlines():
         if not line.strip():
