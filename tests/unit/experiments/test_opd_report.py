@@ -161,3 +161,19 @@ def test_records_from_a_runs_files_and_the_heldout_sweep_file_from_the_choices(t
     assert (variants["grpo-only"]["learning_rate"], variants["grpo-only"]["teacher_tau"]) == (5e-5, 0.0)
     assert (variants["opd-rl-mixed"]["learning_rate"], variants["opd-rl-mixed"]["teacher_tau"]) == (5e-5, 1.0)
     assert variants["opd-rl-pure"]["adv_tau"] == 0.0 and variants["opd-peer"]["teacher_privileged"] == "peer"
+
+
+def test_the_smollm2_summary_carries_the_figures_once_the_records_are_committed(tmp_path):
+    import shutil
+
+    from arc_experiments.figures import smollm2
+
+    root = Path(__file__).resolve().parents[3]
+    for folder in (smollm2.FOLDER, smollm2.CONFIGS):
+        shutil.copytree(root / folder, tmp_path / folder)
+    without = smollm2.summary(tmp_path)
+    assert not {"arms", "teacher_gaps"} & set(without)  # no records: the committed summary as it is
+    _experiment(tmp_path / smollm2.FOLDER / "opd")
+    summary = smollm2.summary(tmp_path)
+    assert {k: v for k, v in summary.items() if k not in without} == opd_report.summary(  # arms, teacher_gaps, ...
+        tmp_path / smollm2.FOLDER / "opd")
