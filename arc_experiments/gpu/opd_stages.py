@@ -144,7 +144,7 @@ def opd_validation(ctx: Context) -> int:
 
 
 def opd_heldout(ctx: Context) -> int:
-    """Issue 41, machine 2 of 2 (~46 min): the student, the RL-trained teacher again, each arm with its
+    """Issue 41, machine 2 of 2 (~47 min): the student, the RL-trained teacher again, each arm with its
     validation-chosen recipe x 3 seeds and GRPO alone beside them on the held-out tasks, the records and the figures
     (OUT/opd)."""
     configs, work = _files(ctx)
