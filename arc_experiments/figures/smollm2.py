@@ -12,7 +12,9 @@ Inputs (under results/gpu_learning_smollm2/ unless said):
 - heldout_check.json: the held-out check (`python -m arc_experiments.learning.heldout_check --configs
   configs/gpu/smollm2`), run after the experiment, whose machines never ran it;
 - summary_text.json: the words (the subject, the teacher, the commands, notes), no figures;
-- machine1_queue.log (its first line: the GPU and the versions), configs/gpu/smollm2/arms.yaml and sweep.yaml.
+- machine1_queue.log (its first line: the GPU and the versions), configs/gpu/smollm2/arms.yaml and sweep.yaml;
+- opd/ (when committed): issue 41's run records (arc_experiments/learning/opd_records.py), which give `arms`,
+  `teacher_gaps`, `opd_recipes` and `opd_intervals` (opd_report.py).
 
 Not recomputable: the intervals over the arms' held-out tasks. The per-task evaluations of the arms runs
 (`OUT/arms/s{seed}_{arm}/eval_arc/step_N.jsonl`) were never committed and arms_summary.json holds per-seed means only,
@@ -169,6 +171,11 @@ def summary(root: Path) -> dict[str, Any]:
     validation = sweep["runs"][0]
     sweep_attempts = yaml.safe_load((root / CONFIGS / "sweep.yaml").read_text())["fixed"]["eval_n_predictions"]
     trained = yaml.safe_load((root / CONFIGS / "arms.yaml").read_text())["fixed"]["max_steps"]
+    opd: dict[str, Any] = {}
+    if (root / FOLDER / "opd").is_dir():  # issue 41's experiment, once its records are committed (opd_report.py)
+        from arc_experiments.learning.opd_report import summary as opd_summary
+
+        opd = opd_summary(root / FOLDER / "opd")
     return {
         "subject": text["subject"], "heldout_tasks": n_tasks, "attempts_per_task": attempts, "seeds": arms["seeds"],
         "student_pass1": figures["student_pass1"], "grpo_opd_pass1": figures["grpo_opd_pass1"],
@@ -193,5 +200,6 @@ def summary(root: Path) -> dict[str, Any]:
         "arc_agi_1": arc_agi_1(root, text["arc_agi_1"]),
         "device": _device(root), "date": teachers["date"], "commands": text["commands"],
         "temperature": temperature(root, text["temperature"]),
+        **opd,
         "written_by": f"python -m arc_experiments.figures (arc_experiments/figures/smollm2.py) from {FOLDER}/",
     }

@@ -12,6 +12,7 @@ from arc_experiments.gpu import fp8_stages as fp8
 from arc_experiments.gpu import learning_stages as learning
 from arc_experiments.gpu import measure_stages as measure
 from arc_experiments.gpu import multigpu_stages as multigpu
+from arc_experiments.gpu import opd_stages as opd
 from arc_experiments.gpu import profile_stages as profile
 from arc_experiments.gpu.runner import Context
 
@@ -29,6 +30,8 @@ STAGES: dict[str, Stage] = {
     "temperature": learning.temperature,
     "arms": learning.arms,
     "arc-agi-1": learning.arc_agi_1,
+    "opd-validation": opd.opd_validation,
+    "opd-heldout": opd.opd_heldout,
     "mismatch": measure.mismatch,
     "scheduling": measure.scheduling,
     "8b": measure.recipe_8b,

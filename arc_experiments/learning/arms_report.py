@@ -50,16 +50,16 @@ def _mean(per_task: dict[str, float]) -> float:
     return sum(per_task.values()) / len(per_task)
 
 
-def _gains(arms, arm: str, step: int) -> list[dict[str, float]]:
+def run_gains(arms, arm: str, step: int) -> list[dict[str, float]]:
     """Per-task gain at `step` over the run's own step 0, of each seed of `arm` evaluated at both."""
     seeds = sorted(s for s in arms[arm] if step in arms[arm][s] and 0 in arms[arm][s])
     return [{t: v - arms[arm][s][0][t] for t, v in arms[arm][s][step].items()} for s in seeds]
 
 
-def _gain(arms, arm: str, step: int, base: str | None = None, base_step: int | None = None,
-          pooled=None) -> dict[str, Any]:
+def gain(arms, arm: str, step: int, base: str | None = None, base_step: int | None = None,
+         pooled=None) -> dict[str, Any]:
     """arm@step minus its start (minus base@base_step minus its start, when given), with its seed-aware interval."""
-    sides = [_gains(arms, arm, step)] + ([_gains(arms, base, base_step)] if base is not None else [])
+    sides = [run_gains(arms, arm, step)] + ([run_gains(arms, base, base_step)] if base is not None else [])
     names = [f"{arm}@{step}"] + ([f"{base}@{base_step}"] if base is not None else [])
     result = seed_interval(sides, pooled=pooled, names=names)
     return {"mean": result["mean"], "ci95": result["ci"], "task_only_ci95": result["task_only_ci"],
@@ -82,7 +82,7 @@ def summarize(arms, chosen: dict[str, int], heldout_check: dict[str, Any] | None
         values = [_mean(steps[step]) for steps in arms[arm].values() if step in steps]
         return sum(values) / len(values)
 
-    pooled = pooled_seed_variance([_gains(arms, arm, chosen[arm]) for arm in (OPD, ONLY)])
+    pooled = pooled_seed_variance([run_gains(arms, arm, chosen[arm]) for arm in (OPD, ONLY)])
     common = sorted(set.intersection(*(set(steps) for runs in arms.values() for steps in runs.values())) - {0})
     overlap = (heldout_check or {}).get("overlap")
     return {
@@ -94,12 +94,12 @@ def summarize(arms, chosen: dict[str, int], heldout_check: dict[str, Any] | None
         "grpo_opd_pass1": pass1(OPD, chosen[OPD]),
         "grpo_only_pass1": pass1(ONLY, chosen[ONLY]),
         "per_seed_pass1": per_seed,
-        "grpo_opd_minus_student": _gain(arms, OPD, chosen[OPD], pooled=pooled),
-        "grpo_only_minus_student": _gain(arms, ONLY, chosen[ONLY], pooled=pooled),
-        "grpo_opd_minus_grpo_only": _gain(arms, OPD, chosen[OPD], ONLY, chosen[ONLY], pooled=pooled),
+        "grpo_opd_minus_student": gain(arms, OPD, chosen[OPD], pooled=pooled),
+        "grpo_only_minus_student": gain(arms, ONLY, chosen[ONLY], pooled=pooled),
+        "grpo_opd_minus_grpo_only": gain(arms, OPD, chosen[OPD], ONLY, chosen[ONLY], pooled=pooled),
         "grpo_opd_minus_grpo_only_equal_steps": {
-            str(step): _gain(arms, OPD, step, ONLY, step, pooled=pooled_seed_variance(
-                [_gains(arms, arm, step) for arm in (OPD, ONLY)])) for step in common},
+            str(step): gain(arms, OPD, step, ONLY, step, pooled=pooled_seed_variance(
+                [run_gains(arms, arm, step) for arm in (OPD, ONLY)])) for step in common},
         "interval": f"{METHOD}; each run's gain over its own step-0 evaluation",
         "heldout_check": heldout_check,
         "heldout_never_trained_on": None if overlap is None else not any(overlap.values()),

@@ -37,12 +37,13 @@ def last_evaluation(output_dir: Path) -> tuple[int, Path] | None:
     return found[-1] if found else None
 
 
-def per_task_from_attempts(path: Path, dataset: str) -> dict[str, float]:
-    """Per-task pass@1 of an in-training evaluation's attempts (each outcome's test predictions against the task)."""
+def attempt_counts(path: Path, dataset: str, tasks: dict | None = None) -> dict[str, tuple[int, int]]:
+    """{task: (attempts, passed attempts)} of an in-training evaluation's attempts file (each outcome's test predictions
+    against the task: passed when every test output is exact); `tasks`: the dataset's tasks by id, when loaded."""
     from arc_trl.tasks import load_tasks
     from arc_trl.rewards.scoring import exact_match
 
-    tasks = {t.id: t for t in load_tasks(dataset)}
+    tasks = tasks if tasks is not None else {t.id: t for t in load_tasks(dataset)}
     counts: dict[str, list[int]] = {}
     for line in path.read_text().splitlines():
         if not line.strip():
@@ -57,7 +58,12 @@ def per_task_from_attempts(path: Path, dataset: str) -> dict[str, float]:
         n_c = counts.setdefault(task.id, [0, 0])
         n_c[0] += 1
         n_c[1] += int(passed)
-    return {t: c / n for t, (n, c) in sorted(counts.items())}
+    return {t: (n, c) for t, (n, c) in sorted(counts.items())}
+
+
+def per_task_from_attempts(path: Path, dataset: str) -> dict[str, float]:
+    """Per-task pass@1 of an in-training evaluation's attempts (`attempt_counts`)."""
+    return {t: c / n for t, (n, c) in attempt_counts(path, dataset).items()}
 
 
 def rank(sweep_dir: str | Path, n_resamples: int = 10_000) -> dict[str, Any]:

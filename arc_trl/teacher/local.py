@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from concurrent.futures import Future
 from contextlib import contextmanager
+from pathlib import Path
 
 import torch
 
@@ -34,6 +35,19 @@ def _completion_logps(forward, sequences, prompt_lengths, batch_size, pad_id, de
             s, p = sequences[i], prompt_lengths[i]
             out[i] = logps[row, p - 1 : len(s) - 1].tolist() if len(s) > p else []
     return out
+
+
+def check_teacher_path(path: str) -> None:
+    """ValueError naming `path` when it is a local folder without a model (e.g. a training run that has not finished:
+    its output_dir holds the model only once the run has saved it) or an absolute path that does not exist; a hub id
+    is left to transformers."""
+    folder = Path(path).expanduser()
+    if folder.is_absolute() and not folder.exists():
+        raise ValueError(f"teacher_model {path}: no such folder")
+    if folder.is_dir() and not any((folder / name).is_file() for name in ("config.json", "adapter_config.json")):
+        raise ValueError(f"teacher_model {path}: no model in this folder (no config.json, no adapter_config.json); a "
+                         "training run's output_dir holds its model once the run has finished (run_summary.json "
+                         "written), its checkpoint-N folders the model at step N")
 
 
 def _done(value) -> Future:
@@ -77,10 +91,14 @@ class LocalTeacher:
 
     @classmethod
     def from_pretrained(cls, path: str, pad_token_id: int, dtype=None, accelerator=None, **kwargs) -> "LocalTeacher":
+        """`path`: a model folder or hub id; a training run's output_dir once the run has finished (full fine-tuning:
+        the model; LoRA: the adapter, loaded onto its `base_model_name_or_path` by transformers' PEFT integration),
+        or one of its checkpoint-N folders."""
         from transformers import AutoModelForCausalLM
 
         from arc_trl.trainer.rope_precision import restore_fp32_rope
 
+        check_teacher_path(path)
         model = AutoModelForCausalLM.from_pretrained(path, dtype=dtype or "auto")
         restore_fp32_rope(model)  # DeepSpeed ZeRO-3's zero.Init builds the rotary frequencies in bf16
         return cls(model, pad_token_id, accelerator=accelerator, **kwargs)

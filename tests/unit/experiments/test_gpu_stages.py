@@ -46,7 +46,8 @@ def test_every_stage_has_a_description_and_list_prints_them(capsys):
 def test_a_dry_run_prints_commands_naming_only_files_that_exist(tmp_path, name, capsys):
     flags = {"pieces": ["--only", "eval-*"], "arms": ["--configs", "configs/gpu/smollm2"],
              "arc-agi-1": ["--configs", "configs/gpu/smollm2"],
-             "temperature": ["--configs", "configs/gpu/smollm2"]}.get(name, [])
+             "temperature": ["--configs", "configs/gpu/smollm2"], "opd-validation": ["--configs", "configs/gpu/smollm2"],
+             "opd-heldout": ["--configs", "configs/gpu/smollm2"]}.get(name, [])
     assert main([name, "--dry-run", "--out", str(tmp_path / "out"), "--work", str(tmp_path / "work"), *flags]) == 0
     printed = [line.split(": ", 1)[1] for line in capsys.readouterr().out.splitlines() if line.startswith("== ")]
     assert printed and not (tmp_path / "work").exists() and not (tmp_path / "out").exists()  # printed, nothing run

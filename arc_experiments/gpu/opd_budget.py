@@ -1,0 +1,90 @@
+"""Time estimates of issue 41's OPD stages on one H100, from the committed SmolLM2 machines (results/
+gpu_learning_smollm2/):
+
+- the student (model import + SFT): machine 1's stage seconds (teachers_results.json);
+- a training run's share of the queue with two runs on the GPU, `step_s` per optimizer step and `episode_s` per
+  in-training evaluation episode: machine 1's sweep (sweep.yaml: 6 runs, 40 steps, 2 x 128 x 4 validation episodes
+  each) and machine 2's arms (arms.yaml: 6 runs, 40 steps, 3 x 256 x 4 held-out episodes each), both two at a time,
+  each stage's seconds less its own non-training commands (queue logs): two equations in the two unknowns.
+
+A run's share includes its start-up, overlapped with the other run's steps; its own wall-clock is about twice its
+share. The estimate of a stage is its commands' seconds plus the shares of its runs (the GPU kept busy by two runs).
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from math import prod
+from pathlib import Path
+
+import yaml
+
+FOLDER = "results/gpu_learning_smollm2"
+SETUP_S = 180  # the bundle unpacked and the queue started (tools/gpu_box/queue.sh), outside the stages
+CONFIG_S = 20  # an `arc-trl sweep --dry-run` (machines 1-4: 14-23 s); a records or report command: less
+
+
+@dataclass(frozen=True)
+class RunCost:
+    runs: int
+    steps: int  # optimizer steps per run
+    episodes: int  # in-training evaluation episodes per run
+
+    def share(self, step_s: float, episode_s: float) -> float:
+        return self.runs * (self.steps * step_s + self.episodes * episode_s)
+
+
+@dataclass(frozen=True)
+class Calibration:
+    student_s: float
+    step_s: float
+    episode_s: float
+
+    def runs(self, cost: RunCost) -> float:
+        return cost.share(self.step_s, self.episode_s)
+
+
+def run_cost(sweep_file: Path, root: Path) -> RunCost:
+    """Runs, steps and evaluation episodes of a sweep file (its grid and variants over its base config)."""
+    sweep = yaml.safe_load(sweep_file.read_text())
+    config = {**yaml.safe_load((root / sweep["base_config"]).read_text()), **(sweep.get("fixed") or {})}
+    runs = prod(len(v) for v in (sweep.get("grid") or {}).values()) * max(1, len(sweep.get("variants") or []))
+    steps, every = int(config["max_steps"]), int(config.get("eval_every_steps") or 0)
+    tasks = int(re.search(r"n=(\d+)", config["eval_dataset"]).group(1)) if every else 0
+    evaluations = (steps // every + bool(config.get("eval_at_start"))) if every else 0
+    return RunCost(runs, steps, evaluations * tasks * int(config.get("eval_n_predictions") or 0))
+
+
+def _training_seconds(log: Path, stage: str, commands: tuple[str, ...]) -> float:
+    """A queue log's stage seconds (its final table) less those of its named foreground commands (`rc=.. in N s`)."""
+    text = log.read_text()
+    total = float(re.search(rf"^{re.escape(stage)}\s+\d+\s+(\d+)$", text, re.M).group(1))
+    own = sum(float(re.search(rf"^== {re.escape(c)}: .*\n\s+rc=\d+ in (\d+) s", text, re.M).group(1)) for c in commands)
+    return total - own
+
+
+def calibration(root: Path) -> Calibration:
+    """The committed machines' figures (module docstring)."""
+    import json
+
+    seconds = json.loads((root / FOLDER / "teachers_results.json").read_text())["stage_seconds"]
+    configs = root / "configs" / "gpu" / "smollm2"
+    sweep, arms = run_cost(configs / "sweep.yaml", root), run_cost(configs / "arms.yaml", root)
+    t1 = _training_seconds(root / FOLDER / "machine1_queue.log", "sweep", ("shared", "sweep-configs", "sweep-choice"))
+    t2 = _training_seconds(root / FOLDER / "machine2_queue.log", "arms", ("shared", "arms-configs", "arms-report"))
+    per1, per2 = t1 / sweep.runs, t2 / arms.runs
+    if sweep.steps != arms.steps or sweep.episodes == arms.episodes:
+        raise ValueError("the committed sweep and arms runs no longer separate steps from evaluation episodes")
+    episode_s = (per2 - per1) / (arms.episodes - sweep.episodes)
+    return Calibration(seconds["model"] + seconds["student"], (per1 - episode_s * sweep.episodes) / sweep.steps,
+                       episode_s)
+
+
+def estimate_lines(parts: list[tuple[str, float]], title: str) -> list[str]:
+    """Printable lines: each part's seconds, the total, and with the setup, in minutes."""
+    total = sum(s for _, s in parts)
+    lines = [f"   estimate {title}: " + ", ".join(f"{name} {s:.0f} s" for name, s in parts)]
+    lines.append(f"   estimate {title}: {total:.0f} s = {total / 60:.1f} min of stages, {(total + SETUP_S) / 60:.1f} "
+                 f"min with the setup ({SETUP_S} s)")
+    return lines

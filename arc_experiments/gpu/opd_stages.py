@@ -1,0 +1,177 @@
+"""Issue 41's OPD experiment on one H100 (configs/gpu/smollm2/opd-*.yaml, docs/opd.md "On a GPU"), two machine
+sessions of under 50 minutes each, each from its own SFT student (as the committed SmolLM2 experiment: machine 1 chose
+the recipes, machine 2 ran the held-out arms from a student of its own):
+
+1. `opd-validation`: the student, the RL-trained teacher (opd-teacher.yaml), each arm's validation sweep; records
+   under OUT/opd/validation (commit them as results/gpu_learning_smollm2/opd/validation before step 2);
+2. `opd-heldout`: the student, the teacher again, then each arm with its chosen recipe x 3 seeds and GRPO alone beside
+   them on the held-out tasks; records under OUT/opd/heldout and the figures (OUT/opd/summary.json, opd_report.py).
+
+Runs go two at a time (each colocated vLLM at vllm_gpu_memory_utilization 0.3; a run peaked at 26.9 GiB of the 79.6
+on machine 3, so a third does not fit), the next one starting once the one before has logged a step; a run that needs
+the teacher waits for it. Step times are measured with a second run on the GPU: longer than a lone run's.
+"""
+
+from __future__ import annotations
+
+import sys
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+from arc_experiments.gpu.opd_budget import CONFIG_S, calibration, estimate_lines, run_cost
+from arc_experiments.gpu.runner import ROOT, Context, failed, first_step, run, start
+from arc_experiments.learning.opd_records import ARMS, RL_ARMS, TEACHER_GROUP, run_record, save_record
+
+SLOTS = 2
+TEACHER = "opd-teacher.yaml"
+HELDOUT = "opd-heldout.yaml"
+COMMITTED = Path("results/gpu_learning_smollm2/opd")  # where step 1's records are committed
+
+
+@dataclass
+class Job:
+    name: str
+    run: str  # the sweep's run name
+    config: Path  # its config.yaml (written by `arc-trl sweep --dry-run`)
+    output_dir: Path
+    group: str  # its records' folder (opd_records.py)
+    arm: str
+    needs: tuple[str, ...] = ()
+
+
+def _sweep_jobs(sweep_file: Path, prefix: str, group: str, arm: str | None = None,
+                needs: str | None = None) -> list[Job]:
+    """One job per run of a sweep file (expanded here: the names and folders `arc-trl sweep` writes); `arm`: the
+    sweep's arm, else each run's variant; `needs`: the job that runs of the RL-teacher arms wait for."""
+    from arc_trl.launch.sweep import expand_sweep, load_sweep
+
+    jobs = []
+    for r in expand_sweep(load_sweep(sweep_file)):
+        run_arm = arm or r.variant
+        jobs.append(Job(f"{prefix}-{r.name}", r.name, r.config_path, r.output_dir, group, run_arm,
+                        (needs,) if needs and run_arm in RL_ARMS else ()))
+    return jobs
+
+
+def _configs(ctx: Context, sweep_file: Path, name: str) -> int:
+    return run(ctx, name, 300, [sys.executable, "-m", "arc_trl", "sweep", str(sweep_file), "--dry-run", "--command",
+                                f"{sys.executable} -m arc_trl train"])
+
+
+def _record(ctx: Context, job: Job, part: str) -> None:
+    """The finished job's record under OUT/opd/PART (what a machine taken back mid-queue leaves)."""
+    import yaml
+
+    config = yaml.safe_load(job.config.read_text())
+    save_record(run_record(job.run, job.group, job.arm, config, job.output_dir), ctx.out / "opd", part)
+
+
+def pool(ctx: Context, jobs: list[Job], part: str) -> list[int]:
+    """Run `jobs` SLOTS at a time in their order, each once its needs have finished (a job whose need failed is
+    skipped, exit code 2; a finished one is kept), each finished one's record written at once."""
+    codes: dict[str, int] = {j.name: 0 for j in jobs if (j.output_dir / "run_summary.json").exists()
+                             and not ctx.dry_run}
+    pending, running = [j for j in jobs if j.name not in codes], {}
+    while pending or running:
+        for job, process in list(running.values()):
+            if process is None or process.poll() is not None:
+                codes[job.name] = 0 if process is None else process.returncode
+                del running[job.name]
+                if not ctx.dry_run:
+                    _record(ctx, job, part)
+        for job in [j for j in pending if any(codes.get(n, 0) != 0 for n in j.needs)]:
+            print(f"   {job.name}: skipped, it needs {', '.join(job.needs)}, which failed", flush=True)
+            codes[job.name] = 2
+            pending.remove(job)
+        ready = [j for j in pending if all(n in codes for n in j.needs)]
+        if ready and len(running) < SLOTS:
+            job = ready[0]
+            pending.remove(job)
+            process = start(ctx, job.name, [sys.executable, "-m", "arc_trl", "train", "--config", str(job.config)])
+            first_step(ctx.work / "logs" / f"{job.name}.log", process)
+            running[job.name] = (job, process)
+        elif not running and pending:  # waiting on a need that is no job here
+            raise SystemExit(f"opd: {[j.name for j in pending]} need {sorted({n for j in pending for n in j.needs})}")
+        elif running and not ctx.dry_run:
+            time.sleep(5)
+    return [codes[j.name] for j in jobs]
+
+
+def _student(ctx: Context) -> int:
+    return run(ctx, "opd-student", ctx.limit, ctx.demo("--only", "student", "--with-needs"))
+
+
+def _files(ctx: Context) -> tuple[Path, Path]:
+    """The configs folder and the experiment's folder on the machine (the teacher sweep's sweep_dir's parent: the
+    configs' paths are absolute, so --work must be the one they name)."""
+    import yaml
+
+    from arc_trl.launch.sweep import load_sweep
+
+    configs = ROOT / ctx.configs
+    missing = [n for n in (TEACHER, HELDOUT, *(f"opd-sweep-{a}.yaml" for a in ARMS)) if not (configs / n).exists()]
+    if missing:
+        raise SystemExit(f"opd: {ctx.configs} lacks {missing} (configs/gpu/smollm2 has them); pass --configs")
+    student = yaml.safe_load((configs / "grpo-opd.yaml").read_text())["model_name_or_path"]
+    if not ctx.dry_run and Path(student) != ctx.learning / "student":
+        raise SystemExit(f"opd: {ctx.configs}/grpo-opd.yaml trains {student}, not this --work's student "
+                         f"{ctx.learning / 'student'}")
+    return configs, load_sweep(configs / TEACHER).sweep_dir.parent
+
+
+def _print_estimate(ctx: Context, title: str, files: list[Path], commands: int) -> None:
+    cal = calibration(ROOT)
+    parts = [("student", cal.student_s)] + [(f.stem, cal.runs(run_cost(f, ROOT))) for f in files]
+    for line in estimate_lines(parts + [("commands", commands * CONFIG_S)], title):
+        print(line, flush=True)
+
+
+def opd_validation(ctx: Context) -> int:
+    """Issue 41, machine 1 of 2 (~41 min): the student, the RL-trained teacher (GRPO alone, 128 steps) and each arm's
+    validation sweep (GRPO alone, peer self-teacher, RL teacher pure and mixed), records under OUT/opd/validation."""
+    configs, work = _files(ctx)
+    sweeps = [configs / f"opd-sweep-{arm}.yaml" for arm in ("opd-peer", "grpo-only", "opd-rl-mixed", "opd-rl-pure")]
+    _print_estimate(ctx, "opd-validation", [configs / TEACHER, *sweeps], commands=len(sweeps) + 2)
+    codes = [_student(ctx)] + [_configs(ctx, f, f"{f.stem}-configs") for f in [configs / TEACHER, *sweeps]]
+    teacher = _sweep_jobs(configs / TEACHER, "opd-teacher", TEACHER_GROUP, "rl-teacher")
+    arms = [f.stem.removeprefix("opd-sweep-") for f in sweeps]
+    jobs = teacher + [j for f, arm in zip(sweeps, arms) for j in _sweep_jobs(f, arm, arm, arm, teacher[0].name)]
+    codes += pool(ctx, jobs, "validation")
+    records = [sys.executable, "-m", "arc_experiments.learning.opd_records", "write", str(work), "--part",
+               "validation", "--out", str(ctx.out / "opd")]
+    return failed(*codes, run(ctx, "opd-validation-records", 300, records))
+
+
+def opd_heldout(ctx: Context) -> int:
+    """Issue 41, machine 2 of 2 (~47 min): the student, the RL-trained teacher again, each arm with its
+    validation-chosen recipe x 3 seeds and GRPO alone beside them on the held-out tasks, the records and the figures
+    (OUT/opd)."""
+    configs, work = _files(ctx)
+    _print_estimate(ctx, "opd-heldout", [configs / TEACHER, configs / HELDOUT], commands=4)
+    here = ctx.out / "opd" / "validation"
+    choices = here if here.is_dir() else ROOT / COMMITTED / "validation"  # this machine's, else the committed ones
+    arms_file = work / "heldout.yaml"
+    codes = [_student(ctx), _configs(ctx, configs / TEACHER, "opd-teacher-configs"),
+             run(ctx, "opd-arms-file", 300, [sys.executable, "-m", "arc_experiments.learning.opd_records", "arms-file",
+                                              "--validation", str(choices), "--template", str(configs / HELDOUT),
+                                              "--out", str(arms_file)])]
+    if codes[-1]:
+        return codes[-1]  # no recipes: nothing to run
+    codes.append(_configs(ctx, arms_file, "opd-heldout-configs"))
+    teacher = _sweep_jobs(configs / TEACHER, "opd-teacher", TEACHER_GROUP, "rl-teacher")
+    # a dry run has no arms file: the template gives the same runs (only learning_rate and teacher_tau differ)
+    arms = sorted(_sweep_jobs(configs / HELDOUT if ctx.dry_run else arms_file, "opd-heldout", "arms",
+                              needs=teacher[0].name), key=lambda j: j.name)  # s0_* first: whole seeds come first
+    codes += pool(ctx, teacher + arms, "heldout")
+    py, opd = sys.executable, ctx.out / "opd"
+    records = [py, "-m", "arc_experiments.learning.opd_records", "write", str(work), "--part", "heldout", "--out",
+               str(opd)]
+    codes.append(run(ctx, "opd-heldout-records", 300, records))
+    if not ctx.dry_run and not (opd / "validation").is_dir():  # the report reads both parts
+        import shutil
+
+        shutil.copytree(ROOT / COMMITTED / "validation", opd / "validation")
+    codes.append(run(ctx, "opd-report", 300, [py, "-m", "arc_experiments.learning.opd_report", str(opd), "--out",
+                                              str(opd / "summary.json")]))
+    return failed(*codes)

@@ -1,0 +1,188 @@
+"""Issue 41's OPD experiment as small files to commit: one record per training run, from which every figure is
+recomputed (opd_report.py), and the held-out runs' sweep file written from the validation choices.
+
+    python -m arc_experiments.learning.opd_records write WORK/opd --part validation --out OUT/opd
+    python -m arc_experiments.learning.opd_records arms-file --validation results/gpu_learning_smollm2/opd/validation \
+        --template configs/gpu/smollm2/opd-heldout.yaml --out WORK/opd/heldout.yaml
+
+A run's in-training evaluations (`output_dir/eval_arc/step_N.jsonl`, ~5 MB each with the prompts) become per-task
+counts of passed attempts; its trainer_state.json's per-step log gives the step times and teacher metrics. A record:
+`{"run", "group", "arm", "seed", "recipe", "dataset", "attempts", "passes": {step: {task: passed}}, "incomplete_steps",
+"per_step": {key: [value of step 1, 2, ...]}, "finished", "seconds"}`, written as OUT/PART/GROUP/RUN.json, where
+PART is `validation` (the recipe choice) or `heldout` (the result) and GROUP a sweep folder: `teacher` (the RL-trained
+teacher), an arm's validation sweep (`grpo-only`, `opd-peer`, `opd-rl-pure`, `opd-rl-mixed`) or `arms` (held-out).
+"""
+
+from __future__ import annotations
+
+import argparse
+import functools
+import json
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from arc_experiments.learning.sweep_choice import attempt_counts, evaluations
+
+CONTROL = "grpo-only"
+ARMS = (CONTROL, "opd-peer", "opd-rl-pure", "opd-rl-mixed")
+RL_ARMS = ("opd-rl-pure", "opd-rl-mixed")  # taught by the RL-trained teacher
+PARTS = ("validation", "heldout")
+TEACHER_GROUP = "teacher"
+RECIPE_KEYS = ("learning_rate", "teacher_tau", "adv_tau", "teacher_backend", "teacher_privileged", "teacher_model",
+               "max_steps", "seed", "temperature", "vllm_gpu_memory_utilization")
+CHOSEN_KEYS = ("learning_rate", "teacher_tau")  # what the validation sweeps vary (with the step)
+PER_STEP = {"time/step": "step_s", "time/teacher": "teacher_s", "reward": "reward", "teacher_kl": "teacher_kl",
+            "teacher_missing_episode_frac": "teacher_missing_episode_frac"}
+
+
+@functools.cache
+def _tasks(dataset: str) -> dict:
+    from arc_trl.tasks import load_tasks
+
+    return {t.id: t for t in load_tasks(dataset)}
+
+
+def run_record(name: str, group: str, arm: str, config: dict[str, Any], output_dir: Path) -> dict[str, Any]:
+    """The record of one run (module docstring). An evaluation with a task short of `eval_n_predictions` attempts
+    (stopped mid-way) is listed in `incomplete_steps`, not counted."""
+    dataset, attempts = config.get("eval_dataset"), int(config.get("eval_n_predictions") or 0)
+    passes: dict[str, dict[str, int]] = {}
+    incomplete = []
+    for step, path in evaluations(output_dir) if dataset else []:
+        counts = attempt_counts(path, dataset, _tasks(dataset))
+        if counts and all(n == attempts for n, _ in counts.values()):
+            passes[str(step)] = {task: c for task, (_, c) in counts.items()}
+        else:
+            incomplete.append(step)
+    state_file, summary_file = output_dir / "trainer_state.json", output_dir / "run_summary.json"
+    per_step: dict[str, list[float | None]] = {short: [] for short in PER_STEP.values()}
+    if state_file.exists():
+        logs = [h for h in json.loads(state_file.read_text())["log_history"] if "time/step" in h]
+        for h in sorted(logs, key=lambda h: h["step"]):
+            for key, short in PER_STEP.items():
+                per_step[short].append(h.get(key))
+    summary = json.loads(summary_file.read_text()) if summary_file.exists() else {}
+    return {"run": name, "group": group, "arm": arm, "seed": int(config.get("seed", 0)),
+            "recipe": {k: config.get(k) for k in RECIPE_KEYS}, "dataset": dataset, "attempts": attempts,
+            "passes": passes, "incomplete_steps": incomplete, "per_step": per_step,
+            "finished": summary_file.exists(), "seconds": summary.get("seconds")}
+
+
+def sweep_records(sweep_dir: Path, group: str, arm: str | None = None) -> list[dict[str, Any]]:
+    """The records of a sweep folder's runs (`sweep_manifest.json`); `arm`: the folder's arm, else each variant."""
+    manifest = json.loads((sweep_dir / "sweep_manifest.json").read_text())
+    records = []
+    for run in manifest["runs"]:
+        config = yaml.safe_load(Path(run["config"]).read_text())
+        records.append(run_record(run["name"], group, arm or run["variant"], config, Path(run["output_dir"])))
+    return records
+
+
+def machine_groups(work: Path, part: str) -> dict[str, tuple[Path, str | None]]:
+    """GROUP -> (sweep folder on the machine, its arm or None: each run's variant) of a part of the experiment."""
+    groups = {TEACHER_GROUP: (work / "teacher", "rl-teacher")}
+    if part == "validation":
+        groups.update({arm: (work / "validation" / arm, arm) for arm in ARMS})
+    else:
+        groups["arms"] = (work / "heldout" / "arms", None)
+    return groups
+
+
+def write_records(work: Path, part: str, out: Path) -> list[Path]:
+    """Every run's record of `part` under OUT/PART/GROUP/RUN.json (sweep folders not there yet are skipped)."""
+    written = []
+    for group, (folder, arm) in machine_groups(work, part).items():
+        if not (folder / "sweep_manifest.json").exists():
+            continue
+        written += [save_record(record, out, part) for record in sweep_records(folder, group, arm)]
+    return written
+
+
+def save_record(record: dict[str, Any], out: Path, part: str) -> Path:
+    """Write a run's record as OUT/PART/GROUP/RUN.json."""
+    path = out / part / record["group"] / f"{record['run']}.json"
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps(record, indent=1) + "\n")
+    return path
+
+
+def read_records(folder: Path) -> dict[str, dict[str, dict[str, dict[str, Any]]]]:
+    """{part: {group: {run: record}}} of a records folder (OUT/opd or results/gpu_learning_smollm2/opd)."""
+    out: dict[str, dict[str, dict[str, dict[str, Any]]]] = {}
+    for path in sorted(Path(folder).glob("*/*/*.json")):
+        part, group = path.parent.parent.name, path.parent.name
+        if part in PARTS:
+            out.setdefault(part, {}).setdefault(group, {})[path.stem] = json.loads(path.read_text())
+    return out
+
+
+def pass1(record: dict[str, Any], step: int) -> dict[str, float]:
+    """Per-task pass@1 of a record's evaluation at `step`."""
+    return {task: c / record["attempts"] for task, c in record["passes"][str(step)].items()}
+
+
+def choose(records: dict[str, dict[str, Any]]) -> dict[str, Any]:
+    """The recipe of a validation sweep: the (run, step) of highest mean validation pass@1; ties go to the fewer
+    steps, then the run name (sweep_choice.py's rule). ValueError when no run has an evaluation."""
+    ranking = []
+    for name, record in records.items():
+        for step in record["passes"]:
+            per_task = pass1(record, int(step))
+            ranking.append((-sum(per_task.values()) / len(per_task), int(step), name))
+    ranking.sort()
+    if not ranking:
+        raise ValueError(f"no evaluated run among {sorted(records)}")
+    best, step, name = ranking[0]
+    return {"run": name, "step": step, "pass1": -best,
+            "recipe": {k: records[name]["recipe"][k] for k in CHOSEN_KEYS},
+            "ranking": [{"run": n, "step": s, "pass1": -v} for v, s, n in ranking]}
+
+
+def arms_file(template: Path, choices: dict[str, dict[str, Any]], out: Path) -> dict[str, Any]:
+    """The held-out runs' sweep file: `template` with each arm's chosen learning rate and teacher_tau (SystemExit
+    naming an arm of the template without a choice)."""
+    sweep = yaml.safe_load(template.read_text())
+    missing = [v["name"] for v in sweep["variants"] if v["name"] not in choices]
+    if missing:
+        raise SystemExit(f"{template}: no validation choice for {missing} (choices: {sorted(choices)}); run "
+                         "`python -m arc_experiments.gpu opd-validation` first and commit its records")
+    for variant in sweep["variants"]:
+        variant.update(choices[variant["name"]]["recipe"])
+    out.parent.mkdir(parents=True, exist_ok=True)
+    out.write_text(f"# {template} with the validation choices\n" + yaml.safe_dump(sweep, sort_keys=False))
+    return sweep
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    sub = parser.add_subparsers(dest="command", required=True)
+    write = sub.add_parser("write", help="the runs' records of a part, from the machine's folder WORK/opd")
+    write.add_argument("work", type=Path)
+    write.add_argument("--part", choices=PARTS, required=True)
+    write.add_argument("--out", type=Path, required=True)
+    arms = sub.add_parser("arms-file", help="the held-out runs' sweep file from the validation records' choices")
+    arms.add_argument("--validation", type=Path, required=True, help="the validation records (PART folder)")
+    arms.add_argument("--template", type=Path, required=True)
+    arms.add_argument("--out", type=Path, required=True)
+    args = parser.parse_args(argv)
+    if args.command == "write":
+        written = write_records(args.work, args.part, args.out)
+        print(f"{len(written)} records under {args.out / args.part}")
+        if args.part == "validation":
+            groups = read_records(args.out).get("validation", {})
+            choices = {arm: choose(groups[arm]) for arm in ARMS if arm in groups}
+            for arm, c in choices.items():
+                print(f"{arm:13s} chosen {c['run']} at step {c['step']} ({100 * c['pass1']:.1f}% validation)")
+        return 0 if written else 1
+    groups = read_records(args.validation.parent).get(args.validation.name, {})
+    choices = {arm: choose(groups[arm]) for arm in ARMS if arm in groups}
+    sweep = arms_file(args.template, choices, args.out)
+    for v in sweep["variants"]:
+        print(f"{v['name']:13s} " + ", ".join(f"{k} {v[k]}" for k in CHOSEN_KEYS))
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

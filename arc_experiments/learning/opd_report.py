@@ -1,0 +1,185 @@
+"""Issue 41's figures from the committed run records (opd_records.py): each arm on the held-out tasks against the
+student and against GRPO alone, and each teacher's gap to the student.
+
+    python -m arc_experiments.learning.opd_report results/gpu_learning_smollm2/opd [--out summary.json]
+
+- Recipes: each arm's (run, step) of highest validation pass@1 in its own sweep (`validation/ARM/`), the step
+  included (`chosen_step`); the held-out runs must carry the chosen learning rate and teacher_tau (else ValueError).
+- `arms[ARM]`, from `heldout/arms/`: `pass1` (mean over seeds and tasks at the chosen step), `minus_student` (each
+  run's gain over its own step-0 evaluation: the student through the same path) and `minus_grpo_only` (that gain minus
+  GRPO alone's at GRPO alone's chosen step; `minus_grpo_only_equal_step`: at the arm's step), each with a seed-aware
+  t interval (seed_interval.py, as arms_report.py); `seeds`; `wall_s`: the mean over seeds of the summed step times
+  (`time/step`: generation, sandbox, teacher, weight sync, training; no start-up, no evaluation) of steps 1 to the
+  chosen one, measured with a second run sharing the GPU (arc_experiments/gpu/opd_stages.py).
+- `teacher_gaps`: `opd-rl` (the RL-trained teacher: its held-out pass@1 at its last step minus the student's, both
+  scored in its own run, one run: the interval covers tasks only; its `teacher_kl` on the student's own episodes at step
+  1 of each run it teaches, before any update) and `opd-peer` (the live policy shown a peer: no pass@1 of its own;
+  its step-1 teacher_kl over the episodes with a peer and the fraction of episodes without one). From the held-out
+  part (the teacher those runs used), with the validation machine's in `validation_machine`.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+from pathlib import Path
+from typing import Any
+
+from arc_experiments.learning.arms_report import gain, run_gains
+from arc_experiments.learning.opd_records import ARMS, CHOSEN_KEYS, CONTROL, RL_ARMS, TEACHER_GROUP, choose, pass1, \
+    read_records
+from arc_experiments.learning.seed_interval import METHOD, pooled_seed_variance, seed_interval
+
+Records = dict[str, dict[str, Any]]
+
+
+def _mean(values: list[float]) -> float:
+    return sum(values) / len(values)
+
+
+def _interval(result: dict[str, Any]) -> list[float]:
+    return [result["ci95"][0], result["ci95"][1]]
+
+
+def arm_figures(records: Records, choices: dict[str, dict[str, Any]]) -> dict[str, Any]:
+    """`arms` of the summary (module docstring) from the held-out runs' records."""
+    runs: dict[str, dict[int, dict[str, Any]]] = {}
+    for record in records.values():
+        runs.setdefault(record["arm"], {})[record["seed"]] = record
+    if CONTROL not in runs:
+        raise ValueError(f"no held-out run of the control {CONTROL!r} (arms: {sorted(runs)})")
+    for arm, seeds in runs.items():
+        if arm not in choices:
+            raise ValueError(f"held-out arm {arm!r} has no validation choice (choices: {sorted(choices)})")
+        for record in seeds.values():
+            wrong = {k: record["recipe"][k] for k in CHOSEN_KEYS if record["recipe"][k] != choices[arm]["recipe"][k]}
+            if wrong:
+                raise ValueError(f"held-out run {record['run']} ran {wrong}, not the validation choice "
+                                 f"{choices[arm]['recipe']}")
+    chosen = {arm: choices[arm]["step"] for arm in runs}
+    per_task = {arm: {seed: {int(step): pass1(r, int(step)) for step in r["passes"]} for seed, r in seeds.items()}
+                for arm, seeds in runs.items()}
+    pooled = pooled_seed_variance([run_gains(per_task, arm, chosen[arm]) for arm in per_task])
+    out: dict[str, Any] = {}
+    for arm in [a for a in ARMS if a in runs] + sorted(set(runs) - set(ARMS)):
+        step = chosen[arm]
+        seeds = sorted(s for s, steps in per_task[arm].items() if step in steps and 0 in steps)
+        if not seeds:
+            raise ValueError(f"held-out arm {arm!r}: no run evaluated at steps 0 and {step} (its chosen step)")
+        times = [runs[arm][s]["per_step"]["step_s"][:step] for s in seeds]
+        if any(len(t) < step or None in t for t in times):
+            raise ValueError(f"held-out arm {arm!r}: a run without the step times of steps 1-{step}")
+        student = gain(per_task, arm, step, pooled=pooled)
+        row = {"pass1": _mean([_mean(list(per_task[arm][s][step].values())) for s in seeds]),
+               "minus_student": student["mean"], "minus_student_ci95": _interval(student),
+               "minus_grpo_only": None, "minus_grpo_only_ci95": None, "minus_grpo_only_equal_step": None,
+               "seeds": seeds, "chosen_step": step, "wall_s": _mean([sum(t) for t in times]),
+               "step_s": _mean([sum(t) / step for t in times]),
+               "recipe": {k: v for k, v in runs[arm][seeds[0]]["recipe"].items() if k != "seed"},
+               "per_seed_pass1": {str(s): {str(k): v for k, v in sorted(
+                   (k, _mean(list(p.values()))) for k, p in per_task[arm][s].items())} for s in seeds}}
+        if arm != CONTROL:
+            versus = gain(per_task, arm, step, CONTROL, chosen[CONTROL], pooled=pooled)
+            row["minus_grpo_only"], row["minus_grpo_only_ci95"] = versus["mean"], _interval(versus)
+            if any(step in steps and 0 in steps for steps in per_task[CONTROL].values()):
+                equal = gain(per_task, arm, step, CONTROL, step, pooled=pooled)
+                row["minus_grpo_only_equal_step"] = {"step": step, "mean": equal["mean"], "ci95": _interval(equal)}
+        out[arm] = row
+    return out
+
+
+def _step1(records: list[dict[str, Any]], key: str) -> dict[str, float]:
+    """{run: its step-1 value of `key`} of the records that logged it."""
+    return {r["run"]: r["per_step"][key][0] for r in records if r["per_step"].get(key) and
+            r["per_step"][key][0] is not None}
+
+
+def _kl(records: list[dict[str, Any]], *keys: str) -> dict[str, Any]:
+    out: dict[str, Any] = {}
+    for key in keys:
+        values = _step1(records, key)
+        out[f"{key}_step1"] = _mean(list(values.values())) if values else None
+        out[f"{key}_step1_runs"] = values
+    return out
+
+
+def _gaps(groups: dict[str, Records], part: str) -> dict[str, Any]:
+    """Both teachers' gaps from one part's records (the machine that ran them)."""
+    taught = [r for name, group in groups.items() if name != TEACHER_GROUP for r in group.values()]
+    gaps: dict[str, Any] = {}
+    teacher = next(iter(groups.get(TEACHER_GROUP, {}).values()), None)
+    rl_runs = [r for r in taught if r["arm"] in RL_ARMS]
+    if teacher is not None or rl_runs:
+        gaps["opd-rl"] = _kl(rl_runs, "teacher_kl")
+    if teacher is not None and "0" in teacher["passes"] and len(teacher["passes"]) > 1:
+        last = max(int(s) for s in teacher["passes"])
+        start, end = pass1(teacher, 0), pass1(teacher, last)
+        diff = seed_interval([[{t: end[t] - start[t] for t in start}]])
+        per_step = teacher["per_step"]["step_s"]
+        gaps["opd-rl"].update({
+            "teacher_steps": last, "teacher_pass1": _mean(list(end.values())),
+            "student_pass1": _mean(list(start.values())), "teacher_minus_student": diff["mean"],
+            "teacher_minus_student_ci95": diff["task_only_ci"],
+            "teacher_pass1_by_step": {s: _mean(list(pass1(teacher, int(s)).values())) for s in teacher["passes"]},
+            "teacher_recipe": {k: v for k, v in teacher["recipe"].items() if v is not None},
+            "teacher_wall_s": sum(per_step[:last]) if len(per_step) >= last and None not in per_step[:last]
+            else None})
+    peer = [r for r in taught if r["arm"] == "opd-peer"]
+    if peer:
+        gaps["opd-peer"] = _kl(peer, "teacher_kl", "teacher_missing_episode_frac")
+    for gap in gaps.values():
+        gap["measured_on"] = part
+    return gaps
+
+
+def teacher_gaps(records: dict[str, dict[str, Records]]) -> dict[str, Any]:
+    """`teacher_gaps` (module docstring): the held-out machine's, with the validation machine's beside them."""
+    heldout, validation = (_gaps(records.get(part, {}), part) for part in ("heldout", "validation"))
+    if not heldout:
+        return validation
+    out = {name: dict(gap) for name, gap in heldout.items()}
+    for name, gap in validation.items():
+        out.setdefault(name, {})["validation_machine"] = gap
+    return out
+
+
+def summary(folder: str | Path) -> dict[str, Any]:
+    """The summary's `arms` (when the held-out part is there), `teacher_gaps` and `opd_recipes` (the choices)."""
+    records = read_records(Path(folder))
+    if not records:
+        raise FileNotFoundError(f"{folder}: no run record (validation/GROUP/RUN.json, heldout/GROUP/RUN.json)")
+    validation = records.get("validation", {})
+    choices = {arm: choose(validation[arm]) for arm in ARMS if arm in validation}
+    out: dict[str, Any] = {}
+    if "arms" in records.get("heldout", {}):
+        out["arms"] = arm_figures(records["heldout"]["arms"], choices)
+    out["teacher_gaps"] = teacher_gaps(records)
+    out["opd_recipes"] = {arm: {k: c[k] for k in ("run", "step", "pass1", "recipe")} for arm, c in choices.items()}
+    out["opd_intervals"] = f"{METHOD}; each run's gain over its own step-0 evaluation"
+    return out
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("records", type=Path, help="the records folder (validation/, heldout/)")
+    parser.add_argument("--out", type=Path, help="write the summary (JSON)")
+    args = parser.parse_args(argv)
+    result = summary(args.records)
+    for arm, c in result["opd_recipes"].items():
+        print(f"{arm:13s} chosen on validation: {c['run']} step {c['step']} ({100 * c['pass1']:.1f}%)")
+    for arm, row in result.get("arms", {}).items():
+        lo, hi = row["minus_student_ci95"]
+        line = f"{arm:13s} held-out {100 * row['pass1']:.1f}%  - student {100 * row['minus_student']:+.1f} " \
+               f"[{100 * lo:+.1f}, {100 * hi:+.1f}]"
+        if row["minus_grpo_only"] is not None:
+            lo, hi = row["minus_grpo_only_ci95"]
+            line += f"  - GRPO alone {100 * row['minus_grpo_only']:+.1f} [{100 * lo:+.1f}, {100 * hi:+.1f}]"
+        print(f"{line}  ({len(row['seeds'])} seeds, step {row['chosen_step']}, {row['wall_s']:.0f} s of steps)")
+    print(json.dumps(result["teacher_gaps"], indent=1))
+    if args.out:
+        args.out.write_text(json.dumps(result, indent=2) + "\n")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
