@@ -12,7 +12,9 @@ from __future__ import annotations
 
 ROLLOUT_DTYPES = ("bf16", "fp8")
 KV_CACHE_DTYPES = ("auto", "fp8")
-VLLM_QUANTIZATION = "fp8"  # vLLM 0.26-0.31: online per-tensor FP8 of a bf16 checkpoint (Fp8PerTensorOnlineLinearMethod)
+# vLLM 0.26-0.31: online per-tensor FP8 of a bf16 checkpoint (Fp8PerTensorOnlineLinearMethod); 0.31 calls "fp8"
+# deprecated for this and maps it to "fp8_per_tensor", a name 0.26 knows too (docs/fp8.md)
+VLLM_QUANTIZATION = "fp8"
 
 
 def check_choices(rollout_dtype: str, kv_cache_dtype: str) -> None:

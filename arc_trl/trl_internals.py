@@ -22,7 +22,8 @@ TRL or vLLM upgrade is checked in this file (and its two module-level patches, b
 - `colocated_engine_kwargs`: the name `LLM` in `trl.generation.vllm_generation`, wrapped while `GRPOTrainer.__init__`
   builds its colocated engine, to add the FP8 rollout's engine arguments;
 - `requantize_on_sync`: `VLLMGeneration._iter_named_params` again, wrapped on the instance of a colocated FP8 engine so
-  that each sync runs vLLM's layerwise reload (`model_executor.driver_worker.model_runner.model`, as TRL loads);
+  that each sync runs vLLM's layerwise reload on `model_executor.driver_worker.model_runner.get_model()` (the runner
+  TRL loads through; vLLM 0.26 and 0.31, V1 and V2 runners);
 - `stream_clients`: this process's own `VLLMClient`s for per-request generation, one pinned to each data-parallel
   engine of the server, kept on the trainer (`_arc_stream_clients`);
 - `engine_prompt`: vLLM's `LLM._preprocess_cmpl_one`, how `LLM.generate` renders a token prompt;

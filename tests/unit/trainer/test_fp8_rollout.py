@@ -129,3 +129,36 @@ def test_server_mode_is_left_to_the_servers_weight_transfer_engine(reload_calls)
     walk = vg._iter_named_params
     assert not requantize_on_sync(vg)
     assert vg._iter_named_params is walk and reload_calls.events == []
+
+
+class _CudaGraphWrapper:
+    """vLLM's `CUDAGraphWrapper` as its V1 GPU runner keeps it in `model_runner.model` under full CUDA graphs: no
+    module itself, attributes forwarded to the model (vllm/compilation/cuda_graph.py, `__getattr__`)."""
+
+    def __init__(self, runnable):
+        self.runnable = runnable
+
+    def __getattr__(self, key):
+        return getattr(self.runnable, key)
+
+
+@pytest.mark.parametrize("runner_kind", ["v1-cuda-graphs", "v2", "without-get_model"])
+def test_the_reload_runs_on_the_model_itself_whichever_runner_vllm_built(reload_calls, runner_kind):
+    """vLLM 0.26 on a GPU builds the V2 runner for dense models (`get_model()` returns its `model`), the V1 runner
+    otherwise (its `model` a CUDA-graph wrapper under full graphs, `get_model()` unwrapping); TRL loads through
+    `model_runner.model` either way. The layerwise reload must walk the model's own modules."""
+    from trl.generation.vllm_generation import VLLMGeneration
+
+    vg, runner = _stand_in_generation(reload_calls)
+    model = runner.model
+    if runner_kind == "v1-cuda-graphs":
+        runner.model = _CudaGraphWrapper(model)
+        runner.get_model = lambda: model
+    elif runner_kind == "v2":
+        runner.get_model = lambda: runner.model
+    assert requantize_on_sync(vg)
+    VLLMGeneration.sync_weights(vg)
+    start, *loads, finish, reset = reload_calls.events
+    assert start[0] == "start" and start[1] is model
+    assert finish[0] == "finish" and finish[1] is model and finish[2] == "model-config"
+    assert loads == [("load", "a.weight"), ("load", "b.weight"), ("load", "c.bias")] and reset == "reset"
