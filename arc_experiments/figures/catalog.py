@@ -39,9 +39,10 @@ def _smollm2(root: Path) -> dict[str, Any]:
 
 
 def _steps(root: Path) -> dict[str, Any]:
+    from arc_experiments.figures import fp8
     from arc_experiments.figures.steps import summary
 
-    return summary(root)
+    return summary(root) | fp8.summary(root)
 
 
 def _multigpu(root: Path) -> dict[str, Any]:
@@ -55,7 +56,8 @@ SUMMARIES = {
                         learning_06b),
     "smollm2": Summary("results/gpu_learning_smollm2_summary.json", "results/gpu_learning_smollm2/", _smollm2),
     "step": Summary("results/gpu_step_summary.json",
-                    "results/gpu_profiles/speed_*.json, results/gpu_step_speed/summary_inputs.json", _steps, indent=1),
+                    "results/gpu_profiles/speed_*.json, results/gpu_step_speed/summary_inputs.json, results/gpu_fp8/",
+                    _steps, indent=1),
     "multigpu": Summary("results/gpu_multigpu_summary.json", "results/gpu_multigpu/", _multigpu, indent=1),
 }
 

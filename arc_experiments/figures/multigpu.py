@@ -268,26 +268,35 @@ def _per_task(record: dict[str, Any], step: str) -> dict[str, float] | None:
 
 def async_learning(arms: dict[str, tuple[str, dict[str, Any]]]) -> dict[str, Any]:
     """The learning subject through the server layout, synchronous (`server`) against one step off-policy
-    (`server-async1`), paired by machine and seed (a machine's runs share its SFT student): held-out pass@1 at step
-    20 of each, and the difference with its seed-aware interval (arc_experiments/learning/seed_interval.py); each
-    run's mean step (`step_s`) and its whole run (`wall_s`: scripts/train.py's own clock, its start-up and the two
-    held-out evaluations included; no server start, no SFT)."""
+    (`server-async1`): `paired_learning` with the keys named sync / async."""
+    return paired_learning(arms, ("server", "sync"), ("server-async1", "async"))
+
+
+def paired_learning(arms: dict[str, tuple[str, dict[str, Any]]], control: tuple[str, str],
+                    treatment: tuple[str, str]) -> dict[str, Any]:
+    """Two arms of the learning subject (each `(arm, key prefix)`, e.g. `("server", "sync")`), paired by machine and
+    seed (a machine's runs share its SFT student): held-out pass@1 at step 20 of each, and the difference
+    (treatment - control) with its seed-aware interval (arc_experiments/learning/seed_interval.py); each run's mean
+    step (`step_s`) and its whole run (`wall_s`: scripts/train.py's own clock, its start-up and the held-out
+    evaluations included; no server start, no SFT); how soon each reaches the control's final score
+    (`time_to_final`)."""
     from arc_experiments.learning.seed_interval import seed_interval
 
-    runs: dict[str, dict[tuple[str, int], dict[str, Any]]] = {"server": {}, "server-async1": {}}
+    (a, a_key), (b, b_key) = control, treatment
+    runs: dict[str, dict[tuple[str, int], dict[str, Any]]] = {a: {}, b: {}}
     for machine, record in arms.values():
         arm = record.get("arm")
         if arm in runs:
             runs[arm][(machine, int(record.get("seed") or 0))] = record
-    seeds = sorted(set(runs["server"]) & set(runs["server-async1"]))
+    seeds = sorted(set(runs[a]) & set(runs[b]))
     per_task = {arm: [_per_task(runs[arm][s], ASYNC_STEP) for s in seeds] for arm in runs}
     scored = [i for i, s in enumerate(seeds) if all(per_task[arm][i] for arm in runs)]
     seeds = [seeds[i] for i in scored]
     if not seeds:
-        return {"seeds": [], "note": f"no seed scored at step {ASYNC_STEP} in both layouts"}
-    sync_runs = [per_task["server"][i] for i in scored]
-    async_runs = [per_task["server-async1"][i] for i in scored]
-    diff = seed_interval([async_runs, sync_runs], names=["server-async1", "server"])
+        return {"seeds": [], "note": f"no seed scored at step {ASYNC_STEP} in both arms ({a}, {b})"}
+    a_runs = [per_task[a][i] for i in scored]
+    b_runs = [per_task[b][i] for i in scored]
+    diff = seed_interval([b_runs, a_runs], names=[b, a])
 
     def mean_step(record: dict[str, Any]) -> float | None:
         step = ((record.get("run_summary") or {}).get("step_time_s") or {}).get("step")
@@ -296,26 +305,27 @@ def async_learning(arms: dict[str, tuple[str, dict[str, Any]]]) -> dict[str, Any
     def mean(per_run: list[dict[str, float]]) -> float:
         return round(sum(sum(r.values()) / len(r) for r in per_run) / len(per_run), 4)
 
-    sync_step_s = [mean_step(runs["server"][s]) for s in seeds]
-    async_step_s = [mean_step(runs["server-async1"][s]) for s in seeds]
+    step_s = {arm: [mean_step(runs[arm][s]) for s in seeds] for arm in runs}
     return {
         "step": int(ASYNC_STEP), "seeds": [seed for _, seed in seeds], "machines": [machine for machine, _ in seeds],
-        "sync_pass1": mean(sync_runs), "async_pass1": mean(async_runs),
+        f"{a_key}_pass1": mean(a_runs), f"{b_key}_pass1": mean(b_runs),
         "diff_ci95": [round(x, 4) for x in diff["ci"]], "diff": round(diff["mean"], 4),
         "seed_part": diff["seed_part"],
-        "sync_step_s": sync_step_s, "async_step_s": async_step_s,
-        **time_to_sync_final({arm: [runs[arm][s] for s in seeds] for arm in runs},
-                             {"server": sync_step_s, "server-async1": async_step_s}),
-        "sync_wall_s": [(runs["server"][s].get("run_summary") or {}).get("seconds") for s in seeds],
-        "async_wall_s": [(runs["server-async1"][s].get("run_summary") or {}).get("seconds") for s in seeds],
+        f"{a_key}_step_s": step_s[a], f"{b_key}_step_s": step_s[b],
+        **time_to_final({arm: [runs[arm][s] for s in seeds] for arm in runs}, step_s, control, treatment),
+        f"{a_key}_wall_s": [(runs[a][s].get("run_summary") or {}).get("seconds") for s in seeds],
+        f"{b_key}_wall_s": [(runs[b][s].get("run_summary") or {}).get("seconds") for s in seeds],
     }
 
 
-def time_to_sync_final(runs: dict[str, list[dict[str, Any]]], step_s: dict[str, list[float | None]]) -> dict[str, Any]:
-    """How soon each layout reaches the synchronous runs' final held-out score: the mean pass@1 over the paired runs
-    at every evaluated step (only pairs scored at that step in both layouts), the first step whose mean reaches the
-    synchronous mean at the last step, and its training time (that step x the layout's mean step over the pairs;
-    start-up and evaluations left out). None where a layout never reaches it within the evaluated steps."""
+def time_to_final(runs: dict[str, list[dict[str, Any]]], step_s: dict[str, list[float | None]],
+                  control: tuple[str, str], treatment: tuple[str, str]) -> dict[str, Any]:
+    """How soon each arm reaches the control runs' final held-out score: the mean pass@1 over the paired runs at
+    every evaluated step (only pairs scored at that step in both arms), the first step whose mean reaches the
+    control's mean at the last step, and its training time (that step x the arm's mean step over the pairs;
+    start-up and evaluations left out). None where an arm never reaches it within the evaluated steps. Keys named
+    by the arms' prefixes, e.g. `steps_to_sync_final: {"sync": 20, "async": 10}`."""
+    (a, a_key), (b, b_key) = control, treatment
     steps = sorted({int(step) for records in runs.values() for record in records for step in record["evaluations"]})
     curve: dict[str, dict[str, float]] = {arm: {} for arm in runs}
     pairs: dict[str, int] = {}
@@ -327,7 +337,7 @@ def time_to_sync_final(runs: dict[str, list[dict[str, Any]]], step_s: dict[str, 
         pairs[str(step)] = len(both)
         for arm, per_arm in zip(runs, scored):
             curve[arm][str(step)] = round(sum(sum(per_arm[i].values()) / len(per_arm[i]) for i in both) / len(both), 4)
-    target = curve["server"].get(str(steps[-1])) if steps else None
+    target = curve[a].get(str(steps[-1])) if steps else None
     reach: dict[str, int | None] = {}
     seconds: dict[str, float | None] = {}
     for arm in runs:
@@ -336,7 +346,7 @@ def time_to_sync_final(runs: dict[str, list[dict[str, Any]]], step_s: dict[str, 
         per_step = [value for value in step_s[arm] if value is not None]
         seconds[arm] = (None if reach[arm] is None or not per_step
                         else round(reach[arm] * sum(per_step) / len(per_step), 1))
-    return {"pass1_by_step": {"sync": curve["server"], "async": curve["server-async1"]}, "pairs_by_step": pairs,
-            "sync_final_pass1": target,
-            "steps_to_sync_final": {"sync": reach["server"], "async": reach["server-async1"]},
-            "train_s_to_sync_final": {"sync": seconds["server"], "async": seconds["server-async1"]}}
+    return {"pass1_by_step": {a_key: curve[a], b_key: curve[b]}, "pairs_by_step": pairs,
+            f"{a_key}_final_pass1": target,
+            f"steps_to_{a_key}_final": {a_key: reach[a], b_key: reach[b]},
+            f"train_s_to_{a_key}_final": {a_key: seconds[a], b_key: seconds[b]}}

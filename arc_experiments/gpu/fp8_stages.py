@@ -3,6 +3,9 @@ back to back on one GPU; the engine-level sync check; the learning subject with 
 
 from __future__ import annotations
 
+import json
+from concurrent.futures import ThreadPoolExecutor
+
 from arc_experiments.gpu.measure_stages import PY, RECIPE_8B, shape_8b, train
 from arc_experiments.gpu.multigpu_stages import learning_arm
 from arc_experiments.gpu.runner import Context, failed, run
@@ -26,7 +29,22 @@ def fp8_8b(ctx: Context) -> int:
     codes = [code]
     for name, flags in ROLLOUTS_8B.items():
         codes.append(code or train(ctx, name, max(ctx.limit, 900), *common, *flags))
+        if not code and not ctx.dry_run:
+            write_rollout_record(ctx, name, flags, codes[-1])
     return failed(*codes)
+
+
+def write_rollout_record(ctx: Context, name: str, flags: list[str], exit_code: int) -> None:
+    """OUT/fp8/rollout_NAME.json: the run's settings, exit code and run summary (its per-step `time/*`, `sampling/*`
+    and `memory/*`), what `python -m arc_experiments.figures step` reads from results/gpu_fp8/MACHINE/."""
+    settings = dict(zip(flags[::2], flags[1::2]))
+    summary = ctx.work / "runs" / name / "run_summary.json"
+    record = {"name": name, "rollout_dtype": settings.get("--vllm_rollout_dtype", "bf16"),
+              "kv_cache_dtype": settings.get("--vllm_kv_cache_dtype", "auto"), "flags": flags,
+              "exit_code": exit_code, "config": RECIPE_8B,
+              "run_summary": json.loads(summary.read_text()) if summary.exists() else None}
+    (ctx.out / "fp8").mkdir(parents=True, exist_ok=True)
+    (ctx.out / "fp8" / f"rollout_{name}.json").write_text(json.dumps(record))
 
 
 def fp8_sync(ctx: Context) -> int:
@@ -46,10 +64,13 @@ def fp8_sync(ctx: Context) -> int:
 
 def fp8_learning(ctx: Context) -> int:
     """The learning subject (SmolLM2 after SFT, GRPO alone's chosen recipe, 20 steps, colocated on GPU 0) with bf16
-    and with FP8 rollouts, seeds 0-2, scored on the held-out tasks at steps 0, 10 and 20:
+    and with FP8 rollouts, seeds 0-2, each seed's two runs side by side (the student and the arms' configs made
+    once, `learning_lock`), scored on the held-out tasks at steps 0, 10 and 20:
     OUT/multigpu/server_learning_colocate[-fp8][-sSEED].json"""
     codes = []
-    for seed in LEARNING_SEEDS:
-        for arm in ("colocate", "colocate-fp8"):
-            codes.append(learning_arm(ctx, arm, "0", max(ctx.limit, 1500), seed))
+    for seed in LEARNING_SEEDS:  # a seed's two arms side by side on the one GPU (0.3 of it for each one's vLLM)
+        with ThreadPoolExecutor(max_workers=2) as pool:
+            arms = [pool.submit(learning_arm, ctx, arm, "0", max(ctx.limit, 1500), seed)
+                    for arm in ("colocate", "colocate-fp8")]
+            codes += [arm.result() for arm in arms]
     return failed(*codes)

@@ -238,7 +238,7 @@ def test_async_learning_pairs_the_seeds_and_gives_a_seed_aware_interval():
 
 
 def test_time_to_sync_final_takes_the_first_evaluated_step_that_reaches_it():
-    from arc_experiments.figures.multigpu import time_to_sync_final
+    from arc_experiments.figures.multigpu import time_to_final
 
     spec = "synthetic:n=2,seed=1,difficulty=tiny,families=rotate"
     import json as _json
@@ -256,12 +256,13 @@ def test_time_to_sync_final_takes_the_first_evaluated_step_that_reaches_it():
 
     runs = {"server": [record({"0": 0, "10": 0, "20": 1})],  # sync: 0.5 only at its last step
             "server-async1": [record({"0": 0, "10": 1, "20": 2})]}  # async: 0.5 at step 10 already
-    result = time_to_sync_final(runs, {"server": [3.0], "server-async1": [2.0]})
+    arms = (("server", "sync"), ("server-async1", "async"))
+    result = time_to_final(runs, {"server": [3.0], "server-async1": [2.0]}, *arms)
     assert result["sync_final_pass1"] == 0.5 and result["pairs_by_step"] == {"0": 1, "10": 1, "20": 1}
     assert result["steps_to_sync_final"] == {"sync": 20, "async": 10}
     assert result["train_s_to_sync_final"] == {"sync": 60.0, "async": 20.0}
     runs["server-async1"] = [record({"0": 0, "10": 0, "20": 0})]  # never reaches it
-    assert time_to_sync_final(runs, {"server": [3.0], "server-async1": [2.0]})["steps_to_sync_final"]["async"] is None
+    assert time_to_final(runs, {"server": [3.0], "server-async1": [2.0]}, *arms)["steps_to_sync_final"]["async"] is None
 
 
 def test_off_policy_figures_come_from_each_logged_step_of_the_trainer_log(tmp_path):
@@ -279,3 +280,35 @@ def test_off_policy_figures_come_from_each_logged_step_of_the_trainer_log(tmp_pa
         "sampling/masked_episode_frac": {"mean": 0.0156, "extreme": 0.0312},
         "async/policy_lag": {"mean": 0.5, "extreme": 1.0}}
     assert off_policy(tmp_path / "none.log") is None
+
+
+def test_fp8_rows_are_against_the_same_machines_bf16_run_with_the_issues_targets(tmp_path):
+    from arc_experiments.figures import fp8
+
+    def record(name, dtype, kv, generate, step, masked):
+        per_step = [{"step": 1, "time/step": 99.0, "time/generate": 90.0, "memory/device_peak_gib": 60.0}]
+        per_step += [{"step": n, "time/step": step, "time/generate": generate, "sampling/masked_frac": masked,
+                      "sampling/sampling_logp_difference/mean": 0.01 * n, "memory/device_peak_gib": 50.0 + n}
+                     for n in (2, 3)]
+        return {"name": name, "rollout_dtype": dtype, "kv_cache_dtype": kv, "exit_code": 0,
+                "run_summary": {"per_step": per_step}}
+
+    machine = tmp_path / fp8.FOLDER / "1_h100"
+    machine.mkdir(parents=True)
+    for args in (("8b-rollout-bf16", "bf16", "auto", 32.0, 63.0, 0.0), ("8b-rollout-fp8", "fp8", "auto", 20.0, 49.0, 0.5),
+                 ("8b-rollout-fp8-kv", "fp8", "fp8", 25.6, 56.0, 0.25)):
+        (machine / f"rollout_{args[0]}.json").write_text(json.dumps(record(*args)))
+    rows = {row["name"]: row for row in fp8.summary(tmp_path)["fp8_rollouts"]["rows"]}
+    assert rows["8b-rollout-bf16"]["generate_speedup_vs_bf16"] == 1.0
+    fp8_row = rows["8b-rollout-fp8"]
+    assert fp8_row["generate_speedup_vs_bf16"] == 1.6 and fp8_row["generate_target_met"]  # 32 / 20 >= 1.4
+    assert fp8_row["step_speedup_vs_bf16"] == round(63 / 49, 3) and fp8_row["step_target_met"]  # 49 <= 50
+    assert fp8_row["sampling_logp_difference"] == 0.025 and fp8_row["is_masked_frac"] == 0.5  # steps 2-3 only
+    assert fp8_row["peak_gib"] == 60.0  # the peak over every step, the first included
+    kv_row = rows["8b-rollout-fp8-kv"]
+    assert kv_row["generate_speedup_vs_bf16"] == 1.25 and not kv_row["generate_target_met"]
+    assert not kv_row["step_target_met"]
+    assert fp8.summary(tmp_path)["fp8_learning"].startswith("not measured")
+    (machine / "rollout_8b-rollout-bf16.json").unlink()  # a machine without its bf16 baseline is refused
+    with pytest.raises(FileNotFoundError, match="no bf16"):
+        fp8.summary(tmp_path)

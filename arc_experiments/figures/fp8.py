@@ -1,0 +1,75 @@
+"""FP8 rollouts (docs/fp8.md) in results/gpu_step_summary.json, from what `python -m arc_experiments.gpu fp8-8b
+fp8-learning` brought back, committed under results/gpu_fp8/MACHINE/: the 8B recipe's step at bf16, FP8 weights and
+FP8 weights + KV cache on one GPU (rollout_NAME.json: settings, exit code, run summary), each against the bf16 run of
+the same machine; the learning subject with bf16 vs FP8 rollouts (server_learning_colocate[-fp8][-sSEED].json),
+paired by machine and seed."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+from arc_experiments.figures.multigpu import _mean, measured_steps, paired_learning
+
+FOLDER = "results/gpu_fp8"
+TARGETS = {"generate_speedup": 1.4, "step_s": 50.0}  # issue 42: generation >= 1.4x faster, the 1-GPU step <= 50 s
+COMMAND = ("python -m arc_experiments.gpu fp8-8b fp8-learning --out OUT (configs/qwen3-8b-1gpu-colocate.yaml on the "
+           "random-init 8B shape, benchmark_full_turns, 3 steps, seed 0, at bf16, fp8, fp8 + fp8 KV cache back to "
+           "back; the learning subject colocated, bf16 vs fp8 rollouts, seeds 0-2)")
+
+
+def rollout_row(record: dict[str, Any]) -> dict[str, Any]:
+    """One run's step parts (mean of steps 2+), sampler/trainer gap and the share of model tokens TRL's
+    importance-sampling correction masked or clipped, and its peak device memory (max over its steps)."""
+    steps = measured_steps(record)
+
+    def part(key: str) -> float | None:
+        return _mean([s[key] for s in steps if s.get(key) is not None])
+
+    peaks = [s["memory/device_peak_gib"] for s in (record.get("run_summary") or {}).get("per_step") or []
+             if s.get("memory/device_peak_gib") is not None]
+    return {
+        "name": record["name"], "rollout_dtype": record["rollout_dtype"], "kv_cache_dtype": record["kv_cache_dtype"],
+        "exit_code": record["exit_code"], "steps_measured": len(steps),
+        "step_s": part("time/step"), "generate_s": part("time/generate"), "teacher_s": part("time/teacher"),
+        "train_s": part("time/train"), "weight_sync_s": part("time/weight_sync"),
+        "sampling_logp_difference": part("sampling/sampling_logp_difference/mean"),
+        "sampling_logp_difference_max": part("sampling/sampling_logp_difference/max"),
+        "is_masked_frac": part("sampling/masked_frac"), "is_clipped_frac": part("sampling/clipped_frac"),
+        "peak_gib": round(max(peaks), 1) if peaks else None,
+    }
+
+
+def machine_rows(machine: Path) -> list[dict[str, Any]]:
+    """A machine's runs, each with its speed-ups over that machine's bf16 run and the targets."""
+    rows = [rollout_row(json.loads(p.read_text())) for p in sorted(machine.glob("rollout_*.json"))]
+    base = next((r for r in rows if r["rollout_dtype"] == "bf16" and r["kv_cache_dtype"] == "auto"), None)
+    if rows and base is None:
+        raise FileNotFoundError(f"{machine}: no bf16 rollout_*.json (the same machine's baseline)")
+    for row in rows:
+        generate = (round(base["generate_s"] / row["generate_s"], 3)
+                    if base["generate_s"] and row["generate_s"] else None)
+        step = round(base["step_s"] / row["step_s"], 3) if base["step_s"] and row["step_s"] else None
+        row.update({
+            "machine": machine.name, "generate_speedup_vs_bf16": generate, "step_speedup_vs_bf16": step,
+            "generate_target_met": None if generate is None else generate >= TARGETS["generate_speedup"],
+            "step_target_met": None if row["step_s"] is None else row["step_s"] <= TARGETS["step_s"],
+        })
+    return rows
+
+
+def summary(root: Path) -> dict[str, Any]:
+    """`fp8_rollouts` (rows, targets, command) and `fp8_learning`; "not measured" where nothing is committed."""
+    folder = root / FOLDER
+    machines = sorted(p for p in folder.iterdir() if p.is_dir()) if folder.is_dir() else []
+    rows = [row for machine in machines for row in machine_rows(machine)]
+    arms = {f"{m.name}/{p.stem}": (m.name, json.loads(p.read_text()))
+            for m in machines for p in sorted(m.glob("server_learning_colocate*.json"))}
+    return {
+        "fp8_rollouts": {"rows": rows, "targets": TARGETS, "command": COMMAND} if rows else (
+            f"not measured: no {FOLDER}/MACHINE/rollout_*.json (python -m arc_experiments.gpu fp8-8b)"),
+        "fp8_learning": paired_learning(arms, ("colocate", "bf16"), ("colocate-fp8", "fp8")) if arms else (
+            f"not measured: no {FOLDER}/MACHINE/server_learning_colocate*.json (python -m arc_experiments.gpu "
+            "fp8-learning)"),
+    }
