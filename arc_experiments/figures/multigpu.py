@@ -320,33 +320,31 @@ def paired_learning(arms: dict[str, tuple[str, dict[str, Any]]], control: tuple[
 
 def time_to_final(runs: dict[str, list[dict[str, Any]]], step_s: dict[str, list[float | None]],
                   control: tuple[str, str], treatment: tuple[str, str]) -> dict[str, Any]:
-    """How soon each arm reaches the control runs' final held-out score: the mean pass@1 over the paired runs at
-    every evaluated step (only pairs scored at that step in both arms), the first step whose mean reaches the
-    control's mean at the last step, and its training time (that step x the arm's mean step over the pairs;
-    start-up and evaluations left out). None where an arm never reaches it within the evaluated steps. Keys named
-    by the arms' prefixes, e.g. `steps_to_sync_final: {"sync": 20, "async": 10}`."""
+    """How soon each arm reaches the control runs' final held-out score: over the pairs scored at every evaluated step
+    in both arms (pairs scored at fewer steps left out and counted, so that every step averages the same runs), the
+    mean pass@1 at each step, the first step after the first whose mean reaches the control's mean at the last step,
+    and its training time (that step x the arm's mean step over those pairs; start-up and evaluations left out).
+    None where an arm never reaches it, or where the control ends no higher than it started. Keys named by the arms'
+    prefixes, e.g. `steps_to_sync_final: {"sync": 20, "async": 10}`."""
     (a, a_key), (b, b_key) = control, treatment
     steps = sorted({int(step) for records in runs.values() for record in records for step in record["evaluations"]})
-    curve: dict[str, dict[str, float]] = {arm: {} for arm in runs}
-    pairs: dict[str, int] = {}
-    for step in steps:
-        scored = [[_per_task(record, str(step)) for record in runs[arm]] for arm in runs]
-        both = [i for i in range(len(scored[0])) if all(per_arm[i] for per_arm in scored)]
-        if not both:
-            continue
-        pairs[str(step)] = len(both)
-        for arm, per_arm in zip(runs, scored):
-            curve[arm][str(step)] = round(sum(sum(per_arm[i].values()) / len(per_arm[i]) for i in both) / len(both), 4)
-    target = curve[a].get(str(steps[-1])) if steps else None
+    scored = {arm: [{step: _per_task(record, str(step)) for step in steps} for record in runs[arm]] for arm in runs}
+    pairs = [i for i in range(len(runs[a])) if all(all(scored[arm][i].values()) for arm in runs)]
+    curve = {arm: {str(step): round(sum(sum(scored[arm][i][step].values()) / len(scored[arm][i][step])
+                                         for i in pairs) / len(pairs), 4) for step in steps} if pairs else {}
+             for arm in runs}
+    target = curve[a].get(str(steps[-1])) if pairs else None
+    improved = target is not None and target > curve[a][str(steps[0])]
     reach: dict[str, int | None] = {}
     seconds: dict[str, float | None] = {}
     for arm in runs:
-        reached = [int(step) for step, score in curve[arm].items() if target is not None and score >= target]
-        reach[arm] = min(reached) if reached else None
-        per_step = [value for value in step_s[arm] if value is not None]
+        reached = [step for step in steps[1:] if improved and curve[arm][str(step)] >= target]
+        reach[arm] = reached[0] if reached else None
+        per_step = [step_s[arm][i] for i in pairs if step_s[arm][i] is not None]
         seconds[arm] = (None if reach[arm] is None or not per_step
                         else round(reach[arm] * sum(per_step) / len(per_step), 1))
-    return {"pass1_by_step": {a_key: curve[a], b_key: curve[b]}, "pairs_by_step": pairs,
-            f"{a_key}_final_pass1": target,
+    return {"pass1_by_step": {a_key: curve[a], b_key: curve[b]}, "pairs": len(pairs),
+            "pairs_left_out": len(runs[a]) - len(pairs), f"{a_key}_final_pass1": target,
+            f"{a_key}_improved": improved,
             f"steps_to_{a_key}_final": {a_key: reach[a], b_key: reach[b]},
             f"train_s_to_{a_key}_final": {a_key: seconds[a], b_key: seconds[b]}}

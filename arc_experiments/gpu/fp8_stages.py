@@ -4,11 +4,11 @@ back to back on one GPU; the engine-level sync check; the learning subject with 
 from __future__ import annotations
 
 import json
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import Future, ThreadPoolExecutor
 
 from arc_experiments.gpu.measure_stages import PY, RECIPE_8B, shape_8b, train
 from arc_experiments.gpu.multigpu_stages import learning_arm
-from arc_experiments.gpu.runner import Context, failed, run
+from arc_experiments.gpu.runner import Context, failed, first_step, run
 
 ROLLOUTS_8B = {  # run name -> the rollout flags; measured in this order, on the same GPU
     "8b-rollout-bf16": [],
@@ -64,13 +64,26 @@ def fp8_sync(ctx: Context) -> int:
 
 def fp8_learning(ctx: Context) -> int:
     """The learning subject (SmolLM2 after SFT, GRPO alone's chosen recipe, 20 steps, colocated on GPU 0) with bf16
-    and with FP8 rollouts, seeds 0-2, each seed's two runs side by side (the student and the arms' configs made
-    once, `learning_lock`), scored on the held-out tasks at steps 0, 10 and 20:
-    OUT/multigpu/server_learning_colocate[-fp8][-sSEED].json"""
+    and with FP8 rollouts, seeds 0-2, each seed's two runs side by side (the FP8 run started once the bf16 run has
+    logged a step; the student and the arms' configs made once, `learning_lock`), scored on the held-out tasks at
+    steps 0, 10 and 20: OUT/multigpu/server_learning_colocate[-fp8][-sSEED].json"""
     codes = []
     for seed in LEARNING_SEEDS:  # a seed's two arms side by side on the one GPU (0.3 of it for each one's vLLM)
         with ThreadPoolExecutor(max_workers=2) as pool:
-            arms = [pool.submit(learning_arm, ctx, arm, "0", max(ctx.limit, 1500), seed)
-                    for arm in ("colocate", "colocate-fp8")]
-            codes += [arm.result() for arm in arms]
+            bf16 = pool.submit(learning_arm, ctx, "colocate", "0", max(ctx.limit, 1500), seed)
+            if not ctx.dry_run:  # the FP8 arm's engine starts once the bf16 one has taken its memory
+                name = "colocate" if seed == 0 else f"colocate-s{seed}"
+                first_step(ctx.work / "logs" / f"server-learning-{name}.log", FutureProcess(bf16))
+            fp8 = pool.submit(learning_arm, ctx, "colocate-fp8", "0", max(ctx.limit, 1500), seed)
+            codes += [bf16.result(), fp8.result()]
     return failed(*codes)
+
+
+class FutureProcess:
+    """A `Future` seen as a process by `runner.first_step` (running until the future is done)."""
+
+    def __init__(self, future: Future) -> None:
+        self.future = future
+
+    def poll(self) -> int | None:
+        return 0 if self.future.done() else None

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import fcntl
 import json
+import shutil
 import subprocess
 import time
 from collections.abc import Iterator
@@ -318,8 +319,9 @@ def learning_student(ctx: Context, gpu: str, limit_s: int = 900) -> int:
 
 @contextmanager
 def learning_lock(ctx: Context) -> Iterator[None]:
-    """Held while a job makes the learning subject's student and writes the arms' configs, so that two jobs of a
-    phase never train the same student or rewrite a config the other is reading (an flock on WORK/learning.lock)."""
+    """Held while a job makes the learning subject's student, writes the arms' configs and copies its own, so that
+    two jobs of a phase never train the same student at once nor read a config the other is rewriting (an flock on
+    WORK/learning.lock)."""
     if ctx.dry_run:
         yield
         return
@@ -334,15 +336,18 @@ def learning_arm(ctx: Context, arm: str, gpus: str, limit_s: float, seed: int = 
     layout (`LEARNING_ARMS`), scored in the run on the held-out tasks at steps 0, 10 and 20; writes
     OUT/multigpu/server_learning_ARM.json (seed 0) or server_learning_ARM-sSEED.json."""
     started = time.time()
+    name = arm if seed == 0 else f"{arm}-s{seed}"
+    out = ctx.work / "server-learning" / name
+    config = str(out.parent / f"{name}.yaml")  # this job's own copy: the other job may rewrite the sweep's file
     with learning_lock(ctx):  # a phase's two arms start together: one makes the student and the configs, one waits
         code = learning_student(ctx, gpus.split(",")[0], int(limit_s))
         ctx = replace(ctx, configs=SMOLLM2)
         code = code or run(ctx, f"arms-configs-{arm}-s{seed}", 300, [PY, "-m", "arc_trl", "sweep",
                                                               f"{SMOLLM2}/arms.yaml", "--dry-run", "--command",
                                                               f"{PY} -m arc_trl train"])
-    config = str(ctx.learning / "arms" / f"s{seed}_grpo-only" / "config.yaml")
-    name = arm if seed == 0 else f"{arm}-s{seed}"
-    out = ctx.work / "server-learning" / name
+        if not code and not ctx.dry_run:
+            out.parent.mkdir(parents=True, exist_ok=True)
+            shutil.copyfile(ctx.learning / "arms" / f"s{seed}_grpo-only" / "config.yaml", config)
     command = [PY, "-m", "arc_trl", "serve", "--config", config, "--gpus", gpus, "--auto-ports", "--",
                *LEARNING_ARMS[arm], "--max_steps", "20", "--eval_every_steps", "10", "--output_dir", str(out),
                "--save_strategy", "no"]

@@ -233,6 +233,7 @@ def test_async_learning_pairs_the_seeds_and_gives_a_seed_aware_interval():
     assert result["sync_step_s"] == [15.0, 15.5] and result["async_step_s"] == [10.0, 10.5]
     # only steps 0 and 20 evaluated: async (0.625) reaches sync's final 0.375 at step 20, in 20 x 10.25 s; sync too
     assert result["pass1_by_step"] == {"sync": {"0": 0.0, "20": 0.375}, "async": {"0": 0.0, "20": 0.625}}
+    assert result["pairs"] == 2 and result["pairs_left_out"] == 0
     assert result["steps_to_sync_final"] == {"sync": 20, "async": 20}
     assert result["train_s_to_sync_final"] == {"sync": 305.0, "async": 205.0}
 
@@ -258,11 +259,23 @@ def test_time_to_sync_final_takes_the_first_evaluated_step_that_reaches_it():
             "server-async1": [record({"0": 0, "10": 1, "20": 2})]}  # async: 0.5 at step 10 already
     arms = (("server", "sync"), ("server-async1", "async"))
     result = time_to_final(runs, {"server": [3.0], "server-async1": [2.0]}, *arms)
-    assert result["sync_final_pass1"] == 0.5 and result["pairs_by_step"] == {"0": 1, "10": 1, "20": 1}
+    assert result["sync_final_pass1"] == 0.5 and result["pairs"] == 1 and result["pairs_left_out"] == 0
     assert result["steps_to_sync_final"] == {"sync": 20, "async": 10}
     assert result["train_s_to_sync_final"] == {"sync": 60.0, "async": 20.0}
-    runs["server-async1"] = [record({"0": 0, "10": 0, "20": 0})]  # never reaches it
-    assert time_to_final(runs, {"server": [3.0], "server-async1": [2.0]}, *arms)["steps_to_sync_final"]["async"] is None
+    never = {"server": runs["server"], "server-async1": [record({"0": 0, "10": 0, "20": 0})]}
+    assert time_to_final(never, {"server": [3.0], "server-async1": [2.0]}, *arms)["steps_to_sync_final"]["async"] is None
+    # a pair scored at steps 0 and 20 only (another machine's) is left out: every step averages the same runs; its
+    # step time (None here) does not enter the mean either
+    mixed = {"server": [*runs["server"], record({"0": 2, "20": 2})],
+             "server-async1": [*runs["server-async1"], record({"0": 2, "20": 0})]}
+    result = time_to_final(mixed, {"server": [3.0, None], "server-async1": [2.0, 9.0]}, *arms)
+    assert result["pairs"] == 1 and result["pairs_left_out"] == 1
+    assert result["pass1_by_step"]["async"] == {"0": 0.0, "10": 0.5, "20": 1.0}
+    assert result["train_s_to_sync_final"] == {"sync": 60.0, "async": 20.0}
+    # a control that ends where it started has no final score to reach: not "reached at step 0 in 0 s"
+    flat = {"server": [record({"0": 1, "10": 0, "20": 1})], "server-async1": [record({"0": 1, "10": 2, "20": 2})]}
+    result = time_to_final(flat, {"server": [3.0], "server-async1": [2.0]}, *arms)
+    assert not result["sync_improved"] and result["steps_to_sync_final"] == {"sync": None, "async": None}
 
 
 def test_off_policy_figures_come_from_each_logged_step_of_the_trainer_log(tmp_path):

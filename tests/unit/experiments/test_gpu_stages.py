@@ -3,6 +3,7 @@ name exists; the flags reach them), and a failed stage that does not stop the ne
 
 from __future__ import annotations
 
+import json
 import re
 import shlex
 import subprocess
@@ -259,9 +260,10 @@ def test_phases_run_in_the_order_asked_and_unknown_ones_are_named():
         chosen_phases("C,ZZ")
 
 
-def test_a_phases_two_learning_jobs_make_the_student_one_at_a_time(tmp_path):
-    """Phase P starts two arms together; each first makes the student (kept if made) and the arms' configs: the lock
-    makes the second wait for the first, so the student is never trained twice into one folder at once."""
+def test_a_phases_two_learning_jobs_make_the_student_and_copy_their_configs_one_at_a_time(tmp_path, monkeypatch):
+    """Phase P starts two arms together; each first makes the student (kept if made), writes the arms' configs and
+    copies its seed's config: the second waits for the first (the lock), so the student is never trained twice into
+    one folder at once, and each run reads its own copy, which the other job's sweep cannot be rewriting."""
     import threading
 
     from arc_experiments.gpu import multigpu_stages as multigpu
@@ -269,18 +271,52 @@ def test_a_phases_two_learning_jobs_make_the_student_one_at_a_time(tmp_path):
     ctx = Context(out=tmp_path / "out", work=tmp_path / "work")
     events: list[str] = []
 
-    def job(name: str) -> None:
-        with multigpu.learning_lock(ctx):
-            events.append(f"{name} in")
-            time.sleep(0.3)
-            events.append(f"{name} out")
+    def student(ctx, gpu, limit_s):
+        events.append(f"student {gpu} in")
+        time.sleep(0.3)
+        events.append(f"student {gpu} out")
+        return 0
 
-    threads = [threading.Thread(target=job, args=(name,)) for name in ("a", "b")]
-    for thread in threads:
-        thread.start()
-    for thread in threads:
-        thread.join()
-    assert events in (["a in", "a out", "b in", "b out"], ["b in", "b out", "a in", "a out"])
+    def sweep(ctx, name, limit, command):
+        config = ctx.learning / "arms" / "s0_grpo-only" / "config.yaml"
+        config.parent.mkdir(parents=True, exist_ok=True)
+        config.write_text(f"eval_dataset: written by {name}\n")
+        return 0
+
+    monkeypatch.setattr(multigpu, "learning_student", student)
+    monkeypatch.setattr(multigpu, "run", sweep)
+    monkeypatch.setattr(multigpu, "start", lambda ctx, name, command: None)
+    jobs = [threading.Thread(target=multigpu.learning_arm, args=(ctx, arm, gpus, 60.0, 0))
+            for arm, gpus in (("server", "0,1"), ("server-async1", "2,3"))]
+    for job in jobs:
+        job.start()
+    for job in jobs:
+        job.join()
+    assert events in (["student 0 in", "student 0 out", "student 2 in", "student 2 out"],
+                      ["student 2 in", "student 2 out", "student 0 in", "student 0 out"])
+    copies = {arm: (ctx.work / "server-learning" / f"{arm}.yaml").read_text() for arm in ("server", "server-async1")}
+    assert copies == {"server": "eval_dataset: written by arms-configs-server-s0\n",
+                      "server-async1": "eval_dataset: written by arms-configs-server-async1-s0\n"}
+    records = {arm: json.loads((ctx.out / "multigpu" / f"server_learning_{arm}.json").read_text())
+               for arm in ("server", "server-async1")}
+    assert records["server"]["eval_dataset"] == "written by arms-configs-server-s0"
+
+
+def test_the_layouts_pass_their_tensor_parallel_size_and_lag(tmp_path):
+    """B keeps machine 1's engine per GPU though the shipped 4-GPU colocated config now runs tensor parallel 2; Z is
+    one tensor-parallel-2 engine with the asynchronous rollouts."""
+    from arc_experiments.gpu import multigpu_stages as multigpu
+
+    ctx = Context(out=tmp_path / "out", work=tmp_path / "work", dry_run=True)
+
+    def flag(name: str, key: str) -> str | None:
+        command = multigpu.layout_command(ctx, name, "0,1,2,3", "/m", 3)
+        return command[command.index(key) + 1] if key in command else None
+
+    assert flag("4gpu-colocate", "--vllm_tensor_parallel_size") == "1"
+    assert flag("4gpu-colocate-tp2", "--vllm_tensor_parallel_size") == "2"
+    assert flag("4gpu-server-tp2-async1", "--vllm_tensor_parallel_size") == "2"
+    assert flag("4gpu-server-tp2-async1", "--async_rollouts") == "1" and flag("4gpu-server", "--async_rollouts") is None
 
 
 class _NoPeaks:
@@ -307,7 +343,9 @@ def test_learning_jobs_name_their_seed_and_layout(tmp_path, capsys):
     commands = [c for c in ctx.commands if "serve" in c]
     assert len(commands) == 2
     sync, lagged = commands
-    assert sync[sync.index("--config") + 1].endswith("arms/s1_grpo-only/config.yaml")
+    assert sync[sync.index("--config") + 1].endswith("server-learning/server-s1.yaml")  # its own copy of s1's
+    assert lagged[lagged.index("--config") + 1].endswith("server-learning/server-async1-s1.yaml")
+    assert all(c[c.index("--eval_every_steps") + 1] == "10" for c in commands)  # scored at steps 0, 10 and 20
     assert "--async_rollouts" not in sync and lagged[lagged.index("--async_rollouts") + 1] == "1"
     assert lagged[lagged.index("--output_dir") + 1].endswith("server-learning/server-async1-s1")
     assert lagged[lagged.index("--gpus") + 1] == "2,3" and sync[sync.index("--gpus") + 1] == "0,1"
@@ -361,7 +399,26 @@ def test_fp8_stages_measure_each_rollout_precision_on_the_same_recipe_and_each_s
     arms = [c for c in joined if "-m arc_trl serve" in c]
     assert len(arms) == 6 and all("--gpus 0" in c for c in arms)
     for seed in (0, 1, 2):
-        fp8, bf16 = ([c for c in arms if f"s{seed}_grpo-only" in c and ("--vllm_rollout_dtype fp8" in c) == flag]
-                     for flag in (True, False))
+        name = "colocate" if seed == 0 else f"colocate-s{seed}"  # each run's own copy of its seed's arm config
+        fp8, bf16 = ([c for c in arms if f"/{name.replace('colocate', 'colocate-fp8' if flag else 'colocate')}.yaml"
+                      in c] for flag in (True, False))
+        assert all("--vllm_rollout_dtype fp8" in c for c in fp8) and not any("--vllm_rollout_dtype" in c for c in bf16)
         assert len(fp8) == len(bf16) == 1
         assert fp8[0].replace(" --vllm_rollout_dtype fp8", "").replace("colocate-fp8", "colocate") == bf16[0]
+
+
+def test_fp8_learning_starts_each_seeds_fp8_run_after_the_bf16_one_has_logged_a_step(tmp_path, monkeypatch):
+    """Both runs share the one GPU: the FP8 run's engine must not load and profile its memory while the bf16 run's
+    does (the other two-on-one-GPU stages wait for a logged step the same way)."""
+    from arc_experiments.gpu import fp8_stages
+
+    events: list[tuple] = []
+    monkeypatch.setattr(fp8_stages, "learning_arm",
+                        lambda ctx, arm, gpus, limit, seed: events.append(("run", arm, seed)) or 0)
+    monkeypatch.setattr(fp8_stages, "first_step", lambda log, process: events.append(("wait", log.name)))
+    assert fp8_stages.fp8_learning(Context(out=tmp_path / "out", work=tmp_path / "work")) == 0
+    for seed, log in ((0, "server-learning-colocate.log"), (1, "server-learning-colocate-s1.log"),
+                      (2, "server-learning-colocate-s2.log")):
+        assert events.index(("wait", log)) < events.index(("run", "colocate-fp8", seed))
+        assert ("run", "colocate", seed) in events
+    assert len(events) == 9
