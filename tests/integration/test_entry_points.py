@@ -18,6 +18,7 @@ _MAINS = ("arc_trl", "arc_trl.eval.compare", "arc_trl.eval.generate", "arc_trl.e
           "arc_trl.eval.tables", "arc_trl.cli.main", "arc_experiments.learning", "arc_experiments.learning.heldout_check",
           "arc_experiments.learning.sweep_choice", "arc_experiments.learning.compare_arms",
           "arc_experiments.learning.arms_report", "arc_experiments.learning.arc_agi_report",
+          "arc_experiments.learning.opd_records", "arc_experiments.learning.opd_report",
           "arc_experiments.gpu", "arc_experiments.figures")
 _COVERED_ELSEWHERE = {"arc_experiments.learning.runner",  # = python -m arc_experiments.learning
                       "arc_trl.sandbox.child.zygote"}  # the sandbox's own process, not a command
