@@ -14,11 +14,11 @@ the teacher waits for it. Step times are measured with a second run on the GPU: 
 
 from __future__ import annotations
 
-import sys
 import time
 from dataclasses import dataclass
 from pathlib import Path
 
+from arc_experiments.gpu.measure_stages import PY
 from arc_experiments.gpu.opd_budget import CONFIG_S, calibration, estimate_lines, run_cost
 from arc_experiments.gpu.runner import ROOT, Context, failed, first_step, run, start
 from arc_experiments.learning.opd_records import ARMS, RL_ARMS, TEACHER_GROUP, run_record, save_record
@@ -55,8 +55,8 @@ def _sweep_jobs(sweep_file: Path, prefix: str, group: str, arm: str | None = Non
 
 
 def _configs(ctx: Context, sweep_file: Path, name: str) -> int:
-    return run(ctx, name, 300, [sys.executable, "-m", "arc_trl", "sweep", str(sweep_file), "--dry-run", "--command",
-                                f"{sys.executable} -m arc_trl train"])
+    return run(ctx, name, 300, [PY, "-m", "arc_trl", "sweep", str(sweep_file), "--dry-run", "--command",
+                                f"{PY} -m arc_trl train"])
 
 
 def _record(ctx: Context, job: Job, part: str) -> None:
@@ -88,7 +88,7 @@ def pool(ctx: Context, jobs: list[Job], part: str) -> list[int]:
         if ready and len(running) < SLOTS:
             job = ready[0]
             pending.remove(job)
-            process = start(ctx, job.name, [sys.executable, "-m", "arc_trl", "train", "--config", str(job.config)])
+            process = start(ctx, job.name, [PY, "-m", "arc_trl", "train", "--config", str(job.config)])
             first_step(ctx.work / "logs" / f"{job.name}.log", process)
             running[job.name] = (job, process)
         elif not running and pending:  # waiting on a need that is no job here
@@ -138,7 +138,7 @@ def opd_validation(ctx: Context) -> int:
     arms = [f.stem.removeprefix("opd-sweep-") for f in sweeps]
     jobs = teacher + [j for f, arm in zip(sweeps, arms) for j in _sweep_jobs(f, arm, arm, arm, teacher[0].name)]
     codes += pool(ctx, jobs, "validation")
-    records = [sys.executable, "-m", "arc_experiments.learning.opd_records", "write", str(work), "--part",
+    records = [PY, "-m", "arc_experiments.learning.opd_records", "write", str(work), "--part",
                "validation", "--out", str(ctx.out / "opd")]
     return failed(*codes, run(ctx, "opd-validation-records", 300, records))
 
@@ -153,7 +153,7 @@ def opd_heldout(ctx: Context) -> int:
     choices = here if here.is_dir() else ROOT / COMMITTED / "validation"  # this machine's, else the committed ones
     arms_file = work / "heldout.yaml"
     codes = [_student(ctx), _configs(ctx, configs / TEACHER, "opd-teacher-configs"),
-             run(ctx, "opd-arms-file", 300, [sys.executable, "-m", "arc_experiments.learning.opd_records", "arms-file",
+             run(ctx, "opd-arms-file", 300, [PY, "-m", "arc_experiments.learning.opd_records", "arms-file",
                                               "--validation", str(choices), "--template", str(configs / HELDOUT),
                                               "--out", str(arms_file)])]
     if codes[-1]:
@@ -164,14 +164,14 @@ def opd_heldout(ctx: Context) -> int:
     arms = sorted(_sweep_jobs(configs / HELDOUT if ctx.dry_run else arms_file, "opd-heldout", "arms",
                               needs=teacher[0].name), key=lambda j: j.name)  # s0_* first: whole seeds come first
     codes += pool(ctx, teacher + arms, "heldout")
-    py, opd = sys.executable, ctx.out / "opd"
-    records = [py, "-m", "arc_experiments.learning.opd_records", "write", str(work), "--part", "heldout", "--out",
+    opd = ctx.out / "opd"
+    records = [PY, "-m", "arc_experiments.learning.opd_records", "write", str(work), "--part", "heldout", "--out",
                str(opd)]
     codes.append(run(ctx, "opd-heldout-records", 300, records))
     if not ctx.dry_run and not (opd / "validation").is_dir():  # the report reads both parts
         import shutil
 
         shutil.copytree(ROOT / COMMITTED / "validation", opd / "validation")
-    codes.append(run(ctx, "opd-report", 300, [py, "-m", "arc_experiments.learning.opd_report", str(opd), "--out",
+    codes.append(run(ctx, "opd-report", 300, [PY, "-m", "arc_experiments.learning.opd_report", str(opd), "--out",
                                               str(opd / "summary.json")]))
     return failed(*codes)
