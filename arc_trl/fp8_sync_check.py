@@ -3,7 +3,8 @@ continuation of a fixed prompt, a policy taught a new continuation by a few opti
 `VLLMGeneration.sync_weights` pushing that policy into the engine (with arc-trl's re-quantizing hook or without).
 
 Shared by the CPU test (tests/integration/test_fp8_sync.py) and the GPU check (benchmarks/fp8_sync_check.py), which
-compare the synced engine with a fresh FP8 engine of the new weights and with the stale one.
+compare the synced engine with a fresh FP8 engine of the new weights and with the stale one. A check helper, not
+part of training: nothing under arc_trl imports it (only that test and benchmark do), so training never loads it.
 """
 
 from __future__ import annotations

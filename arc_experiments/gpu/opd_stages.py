@@ -9,21 +9,26 @@ the recipes, machine 2 ran the held-out arms from a student of its own):
 
 Runs go two at a time (each colocated vLLM at vllm_gpu_memory_utilization 0.3; a run peaked at 26.9 GiB of the 79.6
 on machine 3, so a third does not fit), the next one starting once the one before has logged a step; a run that needs
-the teacher waits for it. Step times are measured with a second run on the GPU: longer than a lone run's.
+the teacher waits for it. In opd-heldout the teacher trains alone first, then the arms' runs go two at a time in
+seed-major order (s0_* of every arm, then s1_*, s2_*), so each held-out run shares the GPU only with other arms'
+held-out runs (its record names them: `neighbours`) and its step times (`wall_s`) are comparable across arms. Each run
+is stopped at its time limit (opd_budget.LIMIT_FACTOR x its estimate; exit code 124) and the stage goes on.
 """
 
 from __future__ import annotations
 
-import sys
+import subprocess
 import time
 from dataclasses import dataclass
 from pathlib import Path
 
-from arc_experiments.gpu.opd_budget import CONFIG_S, calibration, estimate_lines, run_cost
+from arc_experiments.gpu.measure_stages import PY
+from arc_experiments.gpu.opd_budget import CONFIG_S, LIMIT_FACTOR, calibration, estimate_lines, run_cost
 from arc_experiments.gpu.runner import ROOT, Context, failed, first_step, run, start
 from arc_experiments.learning.opd_records import ARMS, RL_ARMS, TEACHER_GROUP, run_record, save_record
 
 SLOTS = 2
+GRACE_S = 120  # a stopped run's SIGTERM grace before it is killed (multigpu_stages._wait's: the trainer's own stop)
 TEACHER = "opd-teacher.yaml"
 HELDOUT = "opd-heldout.yaml"
 COMMITTED = Path("results/gpu_learning_smollm2/opd")  # where step 1's records are committed
@@ -38,48 +43,75 @@ class Job:
     group: str  # its records' folder (opd_records.py)
     arm: str
     needs: tuple[str, ...] = ()
+    limit_s: float = 1800.0  # stopped then (exit code 124); the stages set LIMIT_FACTOR x the run's estimate
 
 
 def _sweep_jobs(sweep_file: Path, prefix: str, group: str, arm: str | None = None,
-                needs: str | None = None) -> list[Job]:
+                needs: str | None = None, alone: bool = False) -> list[Job]:
     """One job per run of a sweep file (expanded here: the names and folders `arc-trl sweep` writes); `arm`: the
-    sweep's arm, else each run's variant; `needs`: the job that runs of the RL-teacher arms wait for."""
+    sweep's arm, else each run's variant; `needs`: the job that runs of the RL-teacher arms wait for; `alone`: its runs
+    have the GPU to themselves (their time limit: opd_budget's lone estimate, else beside another run)."""
     from arc_trl.launch.sweep import expand_sweep, load_sweep
 
+    limit_s = LIMIT_FACTOR * calibration(ROOT).wall(run_cost(sweep_file, ROOT), alone)
     jobs = []
     for r in expand_sweep(load_sweep(sweep_file)):
         run_arm = arm or r.variant
         jobs.append(Job(f"{prefix}-{r.name}", r.name, r.config_path, r.output_dir, group, run_arm,
-                        (needs,) if needs and run_arm in RL_ARMS else ()))
+                        (needs,) if needs and run_arm in RL_ARMS else (), round(limit_s)))
     return jobs
 
 
 def _configs(ctx: Context, sweep_file: Path, name: str) -> int:
-    return run(ctx, name, 300, [sys.executable, "-m", "arc_trl", "sweep", str(sweep_file), "--dry-run", "--command",
-                                f"{sys.executable} -m arc_trl train"])
+    return run(ctx, name, 300, [PY, "-m", "arc_trl", "sweep", str(sweep_file), "--dry-run", "--command",
+                                f"{PY} -m arc_trl train"])
 
 
-def _record(ctx: Context, job: Job, part: str) -> None:
-    """The finished job's record under OUT/opd/PART (what a machine taken back mid-queue leaves)."""
+def _record(ctx: Context, job: Job, part: str, code: int, neighbours: list[str]) -> None:
+    """The ended job's record under OUT/opd/PART (what a machine taken back mid-queue leaves), with its exit code and
+    the runs that shared the GPU with it at some point (`neighbours`, run names: what its step times were measured
+    beside)."""
     import yaml
 
     config = yaml.safe_load(job.config.read_text())
-    save_record(run_record(job.run, job.group, job.arm, config, job.output_dir), ctx.out / "opd", part)
+    record = run_record(job.run, job.group, job.arm, config, job.output_dir)
+    save_record({**record, "exit_code": code, "neighbours": neighbours}, ctx.out / "opd", part)
 
 
-def pool(ctx: Context, jobs: list[Job], part: str) -> list[int]:
-    """Run `jobs` SLOTS at a time in their order, each once its needs have finished (a job whose need failed is
-    skipped, exit code 2; a finished one is kept), each finished one's record written at once."""
-    codes: dict[str, int] = {j.name: 0 for j in jobs if (j.output_dir / "run_summary.json").exists()
-                             and not ctx.dry_run}
-    pending, running = [j for j in jobs if j.name not in codes], {}
+def _stop(process: subprocess.Popen) -> None:
+    """SIGTERM (the trainer stops its vLLM and saves what it can), then kill after GRACE_S."""
+    process.terminate()
+    try:
+        process.wait(timeout=GRACE_S)
+    except subprocess.TimeoutExpired:
+        process.kill()
+        process.wait()
+
+
+def pool(ctx: Context, jobs: list[Job], part: str, done: dict[str, int] | None = None) -> list[int]:
+    """Run `jobs` SLOTS at a time in their order, each once its needs (jobs here, or earlier ones with their exit
+    codes in `done`) have finished (a job whose need failed is skipped, exit code 2; one finished on an earlier call is
+    kept), each stopped at its `limit_s` (`_stop`: exit code 124), each ended one's record written at once with its
+    exit code and its neighbours (the jobs' run names that ran beside it)."""
+    codes: dict[str, int] = dict(done or {})
+    codes.update({j.name: 0 for j in jobs if (j.output_dir / "run_summary.json").exists() and not ctx.dry_run})
+    pending = [j for j in jobs if j.name not in codes]
+    running: dict[str, tuple[Job, subprocess.Popen | None, float]] = {}
+    beside: dict[str, list[str]] = {}
     while pending or running:
-        for job, process in list(running.values()):
-            if process is None or process.poll() is not None:
-                codes[job.name] = 0 if process is None else process.returncode
-                del running[job.name]
-                if not ctx.dry_run:
-                    _record(ctx, job, part)
+        for job, process, started in list(running.values()):
+            if process is not None and process.poll() is None:
+                if time.time() - started <= job.limit_s:
+                    continue
+                print(f"   {job.name}: still running at its limit of {job.limit_s:.0f} s: stopped", flush=True)
+                _stop(process)
+                code = 124
+            else:
+                code = 0 if process is None else process.returncode
+            codes[job.name] = code
+            del running[job.name]
+            if not ctx.dry_run:
+                _record(ctx, job, part, code, beside[job.name])
         for job in [j for j in pending if any(codes.get(n, 0) != 0 for n in j.needs)]:
             print(f"   {job.name}: skipped, it needs {', '.join(job.needs)}, which failed", flush=True)
             codes[job.name] = 2
@@ -88,9 +120,12 @@ def pool(ctx: Context, jobs: list[Job], part: str) -> list[int]:
         if ready and len(running) < SLOTS:
             job = ready[0]
             pending.remove(job)
-            process = start(ctx, job.name, [sys.executable, "-m", "arc_trl", "train", "--config", str(job.config)])
+            process = start(ctx, job.name, [PY, "-m", "arc_trl", "train", "--config", str(job.config)])
+            beside[job.name] = [other.run for other, _, _ in running.values()]
+            for other, _, _ in running.values():
+                beside[other.name].append(job.run)
+            running[job.name] = (job, process, time.time())
             first_step(ctx.work / "logs" / f"{job.name}.log", process)
-            running[job.name] = (job, process)
         elif not running and pending:  # waiting on a need that is no job here
             raise SystemExit(f"opd: {[j.name for j in pending]} need {sorted({n for j in pending for n in j.needs})}")
         elif running and not ctx.dry_run:
@@ -120,9 +155,11 @@ def _files(ctx: Context) -> tuple[Path, Path]:
     return configs, load_sweep(configs / TEACHER).sweep_dir.parent
 
 
-def _print_estimate(ctx: Context, title: str, files: list[Path], commands: int) -> None:
+def _print_estimate(ctx: Context, title: str, files: list[Path], commands: int, alone: tuple[Path, ...] = ()) -> None:
+    """The stage's estimate: `alone`'s runs each alone on the GPU, `files`' runs two at a time."""
     cal = calibration(ROOT)
-    parts = [("student", cal.student_s)] + [(f.stem, cal.runs(run_cost(f, ROOT))) for f in files]
+    parts = [("student", cal.student_s)] + [(f"{f.stem} alone", cal.alone(run_cost(f, ROOT))) for f in alone]
+    parts += [(f.stem, cal.runs(run_cost(f, ROOT))) for f in files]
     for line in estimate_lines(parts + [("commands", commands * CONFIG_S)], title):
         print(line, flush=True)
 
@@ -138,40 +175,42 @@ def opd_validation(ctx: Context) -> int:
     arms = [f.stem.removeprefix("opd-sweep-") for f in sweeps]
     jobs = teacher + [j for f, arm in zip(sweeps, arms) for j in _sweep_jobs(f, arm, arm, arm, teacher[0].name)]
     codes += pool(ctx, jobs, "validation")
-    records = [sys.executable, "-m", "arc_experiments.learning.opd_records", "write", str(work), "--part",
+    records = [PY, "-m", "arc_experiments.learning.opd_records", "write", str(work), "--part",
                "validation", "--out", str(ctx.out / "opd")]
     return failed(*codes, run(ctx, "opd-validation-records", 300, records))
 
 
 def opd_heldout(ctx: Context) -> int:
-    """Issue 41, machine 2 of 2 (~47 min): the student, the RL-trained teacher again, each arm with its
-    validation-chosen recipe x 3 seeds and GRPO alone beside them on the held-out tasks, the records and the figures
-    (OUT/opd)."""
+    """Issue 41, machine 2 of 2 (~52 min): the student, the RL-trained teacher again (alone on the GPU), then each arm
+    with its validation-chosen recipe x 3 seeds and GRPO alone beside them on the held-out tasks, two at a time in
+    seed-major order, the records and the figures (OUT/opd)."""
     configs, work = _files(ctx)
-    _print_estimate(ctx, "opd-heldout", [configs / TEACHER, configs / HELDOUT], commands=4)
+    _print_estimate(ctx, "opd-heldout", [configs / HELDOUT], commands=4, alone=(configs / TEACHER,))
     here = ctx.out / "opd" / "validation"
     choices = here if here.is_dir() else ROOT / COMMITTED / "validation"  # this machine's, else the committed ones
     arms_file = work / "heldout.yaml"
     codes = [_student(ctx), _configs(ctx, configs / TEACHER, "opd-teacher-configs"),
-             run(ctx, "opd-arms-file", 300, [sys.executable, "-m", "arc_experiments.learning.opd_records", "arms-file",
+             run(ctx, "opd-arms-file", 300, [PY, "-m", "arc_experiments.learning.opd_records", "arms-file",
                                               "--validation", str(choices), "--template", str(configs / HELDOUT),
                                               "--out", str(arms_file)])]
     if codes[-1]:
         return codes[-1]  # no recipes: nothing to run
     codes.append(_configs(ctx, arms_file, "opd-heldout-configs"))
-    teacher = _sweep_jobs(configs / TEACHER, "opd-teacher", TEACHER_GROUP, "rl-teacher")
+    teacher = _sweep_jobs(configs / TEACHER, "opd-teacher", TEACHER_GROUP, "rl-teacher", alone=True)
     # a dry run has no arms file: the template gives the same runs (only learning_rate and teacher_tau differ)
     arms = sorted(_sweep_jobs(configs / HELDOUT if ctx.dry_run else arms_file, "opd-heldout", "arms",
-                              needs=teacher[0].name), key=lambda j: j.name)  # s0_* first: whole seeds come first
-    codes += pool(ctx, teacher + arms, "heldout")
-    py, opd = sys.executable, ctx.out / "opd"
-    records = [py, "-m", "arc_experiments.learning.opd_records", "write", str(work), "--part", "heldout", "--out",
+                              needs=teacher[0].name), key=lambda j: j.name)  # seed-major: s0_* of every arm first
+    # the teacher alone, then the arms: each held-out run beside other arms' held-out runs only (module docstring)
+    teacher_codes = pool(ctx, teacher, "heldout")
+    codes += teacher_codes + pool(ctx, arms, "heldout", done={j.name: c for j, c in zip(teacher, teacher_codes)})
+    opd = ctx.out / "opd"
+    records = [PY, "-m", "arc_experiments.learning.opd_records", "write", str(work), "--part", "heldout", "--out",
                str(opd)]
     codes.append(run(ctx, "opd-heldout-records", 300, records))
     if not ctx.dry_run and not (opd / "validation").is_dir():  # the report reads both parts
         import shutil
 
         shutil.copytree(ROOT / COMMITTED / "validation", opd / "validation")
-    codes.append(run(ctx, "opd-report", 300, [py, "-m", "arc_experiments.learning.opd_report", str(opd), "--out",
+    codes.append(run(ctx, "opd-report", 300, [PY, "-m", "arc_experiments.learning.opd_report", str(opd), "--out",
                                               str(opd / "summary.json")]))
     return failed(*codes)

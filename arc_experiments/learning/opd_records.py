@@ -8,7 +8,10 @@ recomputed (opd_report.py), and the held-out runs' sweep file written from the v
 A run's in-training evaluations (`output_dir/eval_arc/step_N.jsonl`, ~5 MB each with the prompts) become per-task
 counts of passed attempts; its trainer_state.json's per-step log gives the step times and teacher metrics. A record:
 `{"run", "group", "arm", "seed", "recipe", "dataset", "attempts", "passes": {step: {task: passed}}, "incomplete_steps",
-"per_step": {key: [value of step 1, 2, ...]}, "finished", "seconds"}`, written as OUT/PART/GROUP/RUN.json, where
+"per_step": {key: [value of step 1, 2, ...]}, "finished", "seconds"}` and, from the GPU stage's queue
+(arc_experiments/gpu/opd_stages.py, kept when the record is written again), `"exit_code"` (124: stopped at its time
+limit) and `"neighbours"` (the runs that shared the GPU with it: what its step times were measured beside), written as
+OUT/PART/GROUP/RUN.json, where
 PART is `validation` (the recipe choice) or `heldout` (the result) and GROUP a sweep folder: `teacher` (the RL-trained
 teacher), an arm's validation sweep (`grpo-only`, `opd-peer`, `opd-rl-pure`, `opd-rl-mixed`) or `arms` (held-out).
 """
@@ -33,6 +36,7 @@ TEACHER_GROUP = "teacher"
 RECIPE_KEYS = ("learning_rate", "teacher_tau", "adv_tau", "teacher_backend", "teacher_privileged", "teacher_model",
                "max_steps", "seed", "temperature", "vllm_gpu_memory_utilization")
 CHOSEN_KEYS = ("learning_rate", "teacher_tau")  # what the validation sweeps vary (with the step)
+QUEUE_KEYS = ("exit_code", "neighbours")  # added by the GPU stage's queue as the run ends
 PER_STEP = {"time/step": "step_s", "time/teacher": "teacher_s", "reward": "reward", "teacher_kl": "teacher_kl",
             "teacher_missing_episode_frac": "teacher_missing_episode_frac"}
 
@@ -101,9 +105,12 @@ def write_records(work: Path, part: str, out: Path) -> list[Path]:
 
 
 def save_record(record: dict[str, Any], out: Path, part: str) -> Path:
-    """Write a run's record as OUT/PART/GROUP/RUN.json."""
+    """Write a run's record as OUT/PART/GROUP/RUN.json (the QUEUE_KEYS of a record already there are kept)."""
     path = out / part / record["group"] / f"{record['run']}.json"
     path.parent.mkdir(parents=True, exist_ok=True)
+    if path.exists():
+        before = json.loads(path.read_text())
+        record = {**{k: before[k] for k in QUEUE_KEYS if k in before}, **record}
     path.write_text(json.dumps(record, indent=1) + "\n")
     return path
 

@@ -6,9 +6,14 @@ student and against GRPO alone, and each teacher's gap to the student.
 - Recipes: each arm's (run, step) of highest validation pass@1 in its own sweep (`validation/ARM/`), the step
   included (`chosen_step`); the held-out runs must carry the chosen learning rate and teacher_tau (else ValueError).
 - `arms[ARM]`, from `heldout/arms/`: `pass1` (mean over seeds and tasks at the chosen step), `minus_student` (each
-  run's gain over its own step-0 evaluation: the student through the same path) and `minus_grpo_only` (that gain minus
+  run's gain over its own step-0 evaluation: the student through the same path) and `minus_grpo_only` (the arm minus
   GRPO alone's at GRPO alone's chosen step; `minus_grpo_only_equal_step`: at the arm's step), each with a seed-aware
-  t interval (seed_interval.py, as arms_report.py); `seeds`; `wall_s`: the mean over seeds of the summed step times
+  t interval (seed_interval.py). `minus_student` is over each arm's runs; `minus_grpo_only` is paired by seed: per
+  seed run by both (`minus_grpo_only_seeds`), the per-task difference of the arm's run at its step minus GRPO alone's
+  run of that seed at its step, the interval of those per-seed differences taken as one arm (its seed part: their
+  spread). The pair's runs share one step-0 evaluation (same student, same seed): differencing their gains would count
+  its noise twice, differencing the levels cancels it. An arm with one paired seed takes the variance of the paired
+  differences pooled over the arms with two. `seeds`; `wall_s`: the mean over seeds of the summed step times
   (`time/step`: generation, sandbox, teacher, weight sync, training; no start-up, no evaluation) of steps 1 to the
   chosen one, measured with a second run sharing the GPU (arc_experiments/gpu/opd_stages.py).
 - `teacher_gaps`: `opd-rl` (the RL-trained teacher: its held-out pass@1 at its last step minus the student's, both
@@ -41,6 +46,15 @@ def _interval(result: dict[str, Any]) -> list[float]:
     return [result["ci95"][0], result["ci95"][1]]
 
 
+def _paired(per_task: dict[str, dict[int, dict[int, dict[str, float]]]], arm: str, step: int,
+            control_step: int) -> tuple[list[int], list[dict[str, float]]]:
+    """The seeds run by `arm` (evaluated at `step`) and by the control (at `control_step`), and per seed the per-task
+    difference arm - control (module docstring)."""
+    a, c = per_task[arm], per_task[CONTROL]
+    seeds = sorted(s for s in a if s in c and step in a[s] and control_step in c[s])
+    return seeds, [{t: v - c[s][control_step][t] for t, v in a[s][step].items()} for s in seeds]
+
+
 def arm_figures(records: Records, choices: dict[str, dict[str, Any]]) -> dict[str, Any]:
     """`arms` of the summary (module docstring) from the held-out runs' records."""
     runs: dict[str, dict[int, dict[str, Any]]] = {}
@@ -60,6 +74,8 @@ def arm_figures(records: Records, choices: dict[str, dict[str, Any]]) -> dict[st
     per_task = {arm: {seed: {int(step): pass1(r, int(step)) for step in r["passes"]} for seed, r in seeds.items()}
                 for arm, seeds in runs.items()}
     pooled = pooled_seed_variance([run_gains(per_task, arm, chosen[arm]) for arm in per_task])
+    paired = pooled_seed_variance([_paired(per_task, arm, chosen[arm], chosen[CONTROL])[1] for arm in per_task
+                                   if arm != CONTROL])
     out: dict[str, Any] = {}
     for arm in [a for a in ARMS if a in runs] + sorted(set(runs) - set(ARMS)):
         step = chosen[arm]
@@ -79,11 +95,18 @@ def arm_figures(records: Records, choices: dict[str, dict[str, Any]]) -> dict[st
                "per_seed_pass1": {str(s): {str(k): v for k, v in sorted(
                    (k, _mean(list(p.values()))) for k, p in per_task[arm][s].items())} for s in seeds}}
         if arm != CONTROL:
-            versus = gain(per_task, arm, step, CONTROL, chosen[CONTROL], pooled=pooled)
-            row["minus_grpo_only"], row["minus_grpo_only_ci95"] = versus["mean"], _interval(versus)
-            if any(step in steps and 0 in steps for steps in per_task[CONTROL].values()):
-                equal = gain(per_task, arm, step, CONTROL, step, pooled=pooled)
-                row["minus_grpo_only_equal_step"] = {"step": step, "mean": equal["mean"], "ci95": _interval(equal)}
+            both, diffs = _paired(per_task, arm, step, chosen[CONTROL])
+            if not both:
+                raise ValueError(f"held-out arm {arm!r}: no seed run by it and by {CONTROL} (seeds {seeds} and "
+                                 f"{sorted(per_task[CONTROL])})")
+            versus = seed_interval([diffs], pooled=paired, names=[f"{arm}@{step} - {CONTROL}@{chosen[CONTROL]}"])
+            row["minus_grpo_only"], row["minus_grpo_only_ci95"] = versus["mean"], versus["ci"]
+            row["minus_grpo_only_seeds"] = both
+            equal_seeds, equal_diffs = _paired(per_task, arm, step, step)
+            if equal_seeds:
+                equal = seed_interval([equal_diffs], pooled=paired, names=[f"{arm}@{step} - {CONTROL}@{step}"])
+                row["minus_grpo_only_equal_step"] = {"step": step, "mean": equal["mean"], "ci95": equal["ci"],
+                                                     "seeds": equal_seeds}
         out[arm] = row
     return out
 
@@ -155,7 +178,9 @@ def summary(folder: str | Path) -> dict[str, Any]:
         out["arms"] = arm_figures(records["heldout"]["arms"], choices)
     out["teacher_gaps"] = teacher_gaps(records)
     out["opd_recipes"] = {arm: {k: c[k] for k in ("run", "step", "pass1", "recipe")} for arm, c in choices.items()}
-    out["opd_intervals"] = f"{METHOD}; each run's gain over its own step-0 evaluation"
+    out["opd_intervals"] = (f"{METHOD}; minus_student: each run's gain over its own step-0 evaluation; "
+                            "minus_grpo_only: paired by seed, one arm of per-seed per-task differences (the arm's run "
+                            "minus GRPO alone's run of the same seed, which shares its step-0 evaluation)")
     return out
 
 

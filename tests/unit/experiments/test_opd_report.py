@@ -40,14 +40,16 @@ def _experiment(folder: Path, control_lr: float = 5e-5) -> None:
             teacher_kl=[0.9])
     _record(folder, v, "teacher", "rl-teacher", "rl-teacher", {0: (0, 0, 0, 0), 128: (4, 0, 0, 0)}, lr=5e-5)
     h = "heldout"
+    # step 0 is the student scored with the run's seed: the same in every arm's run of a seed, (s, 0, 0, 0) of 4
     for s in range(3):
-        _record(folder, h, "arms", f"s{s}_grpo-only", "grpo-only", {0: (2, 0, 0, 0), 20: (4, 2, 0, 0), 40: (4, 2, 0, 0)},
+        start = (s, 0, 0, 0)
+        _record(folder, h, "arms", f"s{s}_grpo-only", "grpo-only", {0: start, 20: (4, 2, 0, 0), 40: (4, 2, 0, 0)},
                 seed=s, lr=control_lr)
-        _record(folder, h, "arms", f"s{s}_opd-peer", "opd-peer", {0: (0,) * 4, 20: (0,) * 4, 40: (s + 1,) * 4},
+        _record(folder, h, "arms", f"s{s}_opd-peer", "opd-peer", {0: start, 20: start, 40: (4,) + (s + 1,) * 3},
                 seed=s, tau=0.1, step_s=[2.0 + s] * 40, teacher_kl=[0.1 * (s + 1)],
                 teacher_missing_episode_frac=[0.5 + 0.2 * s])
     for s in range(2):
-        _record(folder, h, "arms", f"s{s}_opd-rl-pure", "opd-rl-pure", {0: (0,) * 4, 20: (2,) * 4, 40: (2,) * 4},
+        _record(folder, h, "arms", f"s{s}_opd-rl-pure", "opd-rl-pure", {0: (s, 0, 0, 0), 20: (2,) * 4, 40: (2,) * 4},
                 seed=s, tau=1.0, step_s=[3.0] * 40, teacher_kl=[0.2 + 0.2 * s])
     _record(folder, h, "teacher", "rl-teacher", "rl-teacher", {0: (2, 0, 0, 0), 128: (4, 4, 4, 0)}, lr=5e-5,
             step_s=[1.5] * 128)
@@ -60,33 +62,49 @@ def test_each_arm_against_the_student_and_grpo_alone_at_its_validation_chosen_st
         "grpo-only": ("lr5e-05", 20), "opd-peer": ("lr2e-05_tau0.1", 40), "opd-rl-pure": ("lr2e-05", 20)}
     arms = s["arms"]
     assert list(arms) == ["grpo-only", "opd-peer", "opd-rl-pure"]
-    t3, t2 = t_quantile(0.975, 3), t_quantile(0.975, 2)
-    # control at step 20: per-task gains over step 0 (0.5, 0.5, 0, 0) in every seed: mean 1/4, no seed part; variance
-    # over tasks 1/12, task part 1/48 on 3 df
+    t3 = t_quantile(0.975, 3)
+    # pass@1 of 4 attempts; seed s's student (step 0) is (s/4, 0, 0, 0) in every arm.
+    # control at step 20: (1, 1/2, 0, 0) in every seed: pass1 3/8. Gains over step 0: (1 - s/4, 1/2, 0, 0), run means
+    # 6/16, 5/16, 4/16: mean 5/16, seed part (1/16)^2 * 2 / 2 / 3 = 1/768 (2 df); per-task mean gains (3/4, 1/2, 0, 0),
+    # deviations (7, 3, -5, -5)/16: variance 108/256/3 = 9/64, task part 9/256 = 27/768 (3 df); variance 28/768,
+    # Welch-Satterthwaite df = 28^2 / (27^2 / 3 + 1 / 2) = 784 / 243.5
     control = arms["grpo-only"]
     assert control["pass1"] == pytest.approx(0.375) and control["chosen_step"] == 20 and control["seeds"] == [0, 1, 2]
-    assert control["minus_student"] == pytest.approx(0.25)
-    assert control["minus_student_ci95"] == pytest.approx([0.25 - t3 / 48 ** 0.5, 0.25 + t3 / 48 ** 0.5])
+    assert control["minus_student"] == pytest.approx(5 / 16)
+    half = t_quantile(0.975, 784 / 243.5) * (28 / 768) ** 0.5
+    assert control["minus_student_ci95"] == pytest.approx([5 / 16 - half, 5 / 16 + half])
     assert control["minus_grpo_only"] is None and control["wall_s"] == pytest.approx(20.0)
-    # peer at step 40: seed s gains (s+1)/4 on every task: run means 1/4, 1/2, 3/4 (variance 1/16, seed part 1/48 on
-    # 2 df), no task part
+    # peer at step 40: seed s (1, (s+1)/4 x 3): pass1 7/16, 10/16, 13/16, mean 5/8. Gains (1 - s/4, (s+1)/4 x 3): run
+    # means 7/16, 9/16, 11/16: mean 9/16, seed part (2/16)^2 * 2 / 2 / 3 = 4/768 (2 df); per-task mean gains
+    # (3/4, 1/2, 1/2, 1/2), deviations (3, -1, -1, -1)/16: variance 12/256/3 = 1/64, task part 1/256 = 3/768 (3 df);
+    # variance 7/768, df = 7^2 / (4^2 / 2 + 3^2 / 3) = 49 / 11
     peer = arms["opd-peer"]
-    assert peer["pass1"] == pytest.approx(0.5) and peer["minus_student"] == pytest.approx(0.5)
-    assert peer["minus_student_ci95"] == pytest.approx([0.5 - t2 / 48 ** 0.5, 0.5 + t2 / 48 ** 0.5])
-    # minus GRPO alone (its step 20): per-task contrast (0, 0, 1/2, 1/2), mean 1/4, task part 1/48 (3 df) + the peer's
-    # seed part 1/48 (2 df): variance 1/24, Welch-Satterthwaite df = (2/48)^2 / ((1/48)^2 / 3 + (1/48)^2 / 2) = 4.8
-    half = t_quantile(0.975, 4.8) / 24 ** 0.5
-    assert peer["minus_grpo_only"] == pytest.approx(0.25)
+    assert peer["pass1"] == pytest.approx(0.625) and peer["minus_student"] == pytest.approx(9 / 16)
+    half = t_quantile(0.975, 49 / 11) * (7 / 768) ** 0.5
+    assert peer["minus_student_ci95"] == pytest.approx([9 / 16 - half, 9 / 16 + half])
+    # minus GRPO alone (its step 20), paired by seed: seed s's per-task difference peer@40 - control@20 =
+    # (0, (s+1)/4 - 1/2, (s+1)/4, (s+1)/4) (the shared step 0 cancels): means 1/16, 4/16, 7/16, mean 1/4; seed part
+    # (3/16)^2 * 2 / 2 / 3 = 9/768 (2 df); per-task mean differences (0, 0, 1/2, 1/2): variance 1/12, task part 1/48 =
+    # 16/768 (3 df); variance 25/768, df = 25^2 / (9^2 / 2 + 16^2 / 3) = 625 / (81/2 + 256/3).
+    # Unpaired (each arm's gains as independent arms) the seed part would be 4/768 + 1/768 instead of 9/768.
+    half = t_quantile(0.975, 625 / (81 / 2 + 256 / 3)) * (25 / 768) ** 0.5
+    assert peer["minus_grpo_only"] == pytest.approx(0.25) and peer["minus_grpo_only_seeds"] == [0, 1, 2]
     assert peer["minus_grpo_only_ci95"] == pytest.approx([0.25 - half, 0.25 + half])
     assert peer["minus_grpo_only_equal_step"]["step"] == 40  # GRPO alone at 40 is its step 20 here: the same figure
     assert peer["minus_grpo_only_equal_step"]["ci95"] == pytest.approx([0.25 - half, 0.25 + half])
     assert peer["wall_s"] == pytest.approx((2 + 3 + 4) * 40 / 3) and peer["step_s"] == pytest.approx(3.0)
-    assert peer["per_seed_pass1"]["2"] == {"0": 0.0, "20": 0.0, "40": 0.75}
-    # RL teacher, pure: two seeds, both gain 1/2 on every task: no variance at all; against GRPO alone the control's
-    # task part alone
+    assert peer["per_seed_pass1"]["2"] == {"0": 0.125, "20": 0.125, "40": 13 / 16}
+    # RL teacher, pure, at step 20: two seeds at (1/2 x 4). Gains (1/2 - s/4, 1/2, 1/2, 1/2): run means 8/16, 7/16,
+    # mean 15/32, seed part (1/16)^2 / 2 / 2 = 1/1024 (1 df); per-task mean gains (3/8, 1/2, 1/2, 1/2), deviations
+    # (-3, 1, 1, 1)/32: variance 12/1024/3, task part 1/1024 (3 df); variance 2/1024, df = 2^2 / (1 + 1/3) = 3
     pure = arms["opd-rl-pure"]
-    assert pure["seeds"] == [0, 1] and pure["minus_student_ci95"] == pytest.approx([0.5, 0.5])
-    assert pure["minus_grpo_only_ci95"] == pytest.approx([0.25 - t3 / 48 ** 0.5, 0.25 + t3 / 48 ** 0.5])
+    assert pure["seeds"] == [0, 1] and pure["minus_student"] == pytest.approx(15 / 32)
+    assert pure["minus_student_ci95"] == pytest.approx([15 / 32 - t3 * 2 ** 0.5 / 32, 15 / 32 + t3 * 2 ** 0.5 / 32])
+    # paired with GRPO alone's seeds 0 and 1: (1/2 - 1, 0, 1/2, 1/2) in both: mean 1/8, no seed part; deviations
+    # (-5, -1, 3, 3)/8: variance 44/64/3 = 11/48, task part 11/192 (3 df)
+    half = t3 * (11 / 192) ** 0.5
+    assert pure["minus_grpo_only"] == pytest.approx(1 / 8) and pure["minus_grpo_only_seeds"] == [0, 1]
+    assert pure["minus_grpo_only_ci95"] == pytest.approx([1 / 8 - half, 1 / 8 + half])
     assert pure["wall_s"] == pytest.approx(60.0) and pure["recipe"]["teacher_tau"] == 1.0
 
 

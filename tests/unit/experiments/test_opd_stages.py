@@ -1,17 +1,22 @@
 """Issue 41's GPU stages on CPU (arc_experiments/gpu/opd_stages.py, opd_budget.py): the dry run's commands and
-estimates, the two-at-a-time pool with the teacher as a need, and the time calibration from the committed logs."""
+estimates, the two-at-a-time pool with the teacher as a need, the held-out queue's order and neighbours on a fake
+clock with runs that take time, the runs' time limit, and the time calibration from the committed logs."""
 
 from __future__ import annotations
 
+import json
 import shlex
+import shutil
+import subprocess
 from pathlib import Path
 
 import pytest
 
 from arc_experiments.gpu import opd_stages
 from arc_experiments.gpu.__main__ import main
-from arc_experiments.gpu.opd_budget import calibration
+from arc_experiments.gpu.opd_budget import RunCost, calibration
 from arc_experiments.gpu.runner import Context
+from arc_experiments.learning.opd_records import save_record
 
 ROOT = Path(__file__).resolve().parents[3]
 
@@ -48,7 +53,9 @@ def test_heldout_runs_whole_seeds_in_order_then_records_and_the_report(tmp_path,
     assert any("opd_records arms-file --validation" in c and "results/gpu_learning_smollm2/opd/validation" in c
                for c in commands)
     assert "opd_report" in commands[-1] and "--part heldout" in commands[-2]
-    assert float(estimate[-1].split(", ")[-1].split(" min")[0]) <= 50
+    # the teacher alone (~12.8 min) costs ~5.8 min more than beside a run: <= 52.5 min leaves ~2.5 of a ~55-min session
+    # for the fetches
+    assert "opd-teacher alone" in estimate[0] and float(estimate[-1].split(", ")[-1].split(" min")[0]) <= 52.5
 
 
 class _Process:
@@ -80,7 +87,7 @@ def test_the_pool_runs_two_at_a_time_waits_for_the_teacher_and_skips_what_needs_
 
     monkeypatch.setattr(opd_stages, "start", fake_start)
     monkeypatch.setattr(opd_stages, "first_step", lambda log, process: None)
-    monkeypatch.setattr(opd_stages, "_record", lambda ctx, job, part: events.append(f"record {job.name}"))
+    monkeypatch.setattr(opd_stages, "_record", lambda ctx, job, part, code, beside: events.append(f"record {job.name}"))
     monkeypatch.setattr(opd_stages.time, "sleep", lambda s: None)
     job = lambda name, needs=(): opd_stages.Job(name, name, tmp_path / name / "config.yaml", tmp_path / name,  # noqa
                                                "g", name, needs)
@@ -95,6 +102,126 @@ def test_the_pool_runs_two_at_a_time_waits_for_the_teacher_and_skips_what_needs_
     assert [e for e in events if e.startswith("record")] == ["record teacher", "record peer", "record control"]
 
 
+class _Clock:
+    """The pool's `time`: sleeping moves it on (a pool that never ends fails instead of hanging the test)."""
+
+    def __init__(self) -> None:
+        self.now = 0.0
+
+    def time(self) -> float:
+        return self.now
+
+    def sleep(self, seconds: float) -> None:
+        self.now += seconds
+        assert self.now < 20_000, "the pool never ended"
+
+
+class _Timed:
+    """A run that ends (exit code 0) `duration` seconds of `clock` after its start; `duration` None: it never ends and
+    ignores SIGTERM (killed: -9)."""
+
+    def __init__(self, clock: _Clock, duration: float | None, on_end) -> None:
+        self.clock, self.on_end, self.returncode, self.signals = clock, on_end, None, []
+        self.end = None if duration is None else clock.now + duration
+
+    def poll(self):
+        if self.returncode is None and self.end is not None and self.clock.now >= self.end:
+            self.returncode = 0
+            self.on_end()
+        return self.returncode
+
+    def terminate(self) -> None:
+        self.signals.append("TERM")
+
+    def kill(self) -> None:
+        self.signals.append("KILL")
+        self.returncode = -9
+
+    def wait(self, timeout=None):
+        if self.returncode is None:
+            assert timeout is not None, "a wait without a timeout on a run that never ends"
+            self.clock.now += timeout
+            raise subprocess.TimeoutExpired("train", timeout)
+        return self.returncode
+
+
+def _fake_gpu(monkeypatch, durations) -> tuple[_Clock, list, dict]:
+    """Fake `start` (a _Timed run of durations(name)), `first_step`, `_record` and clock in opd_stages: the starts and
+    ends [(time, "start"/"end", name)], the records {name: (exit code, neighbours)}."""
+    clock, events, records, running = _Clock(), [], {}, set()
+
+    def fake_start(ctx, name, command):
+        running.add(name)
+        assert len(running) <= opd_stages.SLOTS, running
+        events.append((clock.now, "start", name))
+        process = _Timed(clock, durations(name), lambda: (events.append((clock.now, "end", name)),
+                                                          running.discard(name)))
+        process.name = name
+        return process
+
+    def fake_record(ctx, job, part, code, beside):
+        running.discard(job.name)
+        records[job.name] = (code, beside)
+
+    monkeypatch.setattr(opd_stages, "start", fake_start)
+    monkeypatch.setattr(opd_stages, "first_step", lambda log, process: None)
+    monkeypatch.setattr(opd_stages, "_record", fake_record)
+    monkeypatch.setattr(opd_stages, "time", clock)
+    return clock, events, records
+
+
+def test_heldout_on_a_gpu_trains_the_teacher_alone_then_the_arms_two_at_a_time_seed_major(tmp_path, monkeypatch):
+    # runs take time here (a dry run's end at once): teacher 700 s; grpo-only 300, peer 420, rl-mixed 380, rl-pure 340,
+    # each + 10 s per seed
+    own = {"grpo-only": 300, "opd-peer": 420, "opd-rl-mixed": 380, "opd-rl-pure": 340}
+    clock, events, records = _fake_gpu(monkeypatch, lambda name: 700 if "teacher" in name else
+                                       own[name.split("_", 1)[1]] + 10 * int(name.split("-s")[-1][0]))
+    configs, work = ROOT / "configs" / "gpu" / "smollm2", tmp_path / "work"
+
+    def fake_run(ctx, name, limit, command):
+        if name == "opd-arms-file":  # the template as the arms file (the choices only change lr and teacher_tau)
+            work.mkdir(parents=True, exist_ok=True)
+            shutil.copy(configs / "opd-heldout.yaml", command[command.index("--out") + 1])
+        return 0
+
+    monkeypatch.setattr(opd_stages, "_files", lambda ctx: (configs, work))
+    monkeypatch.setattr(opd_stages, "run", fake_run)
+    ctx = Context(out=tmp_path / "out", work=tmp_path / "w", configs="configs/gpu/smollm2")
+    (ctx.out / "opd" / "validation").mkdir(parents=True)
+    assert opd_stages.opd_heldout(ctx) == 0
+    arms = [f"s{s}_{a}" for s in range(3) for a in ("grpo-only", "opd-peer", "opd-rl-mixed", "opd-rl-pure")]
+    starts = [(t, n) for t, kind, n in events if kind == "start"]
+    assert [n for _, n in starts] == ["opd-teacher-rl-teacher"] + [f"opd-heldout-{a}" for a in arms]
+    assert starts[1][0] >= 700 and records["opd-teacher-rl-teacher"] == (0, [])  # the teacher had the GPU alone
+    # from t=700: s0_grpo-only and s0_opd-peer start together; grpo-only ends at 1000 (s0_opd-rl-mixed starts, to
+    # 1380), the peer at 1120 (s0_opd-rl-pure starts, to 1460), rl-mixed at 1380 (s1_grpo-only starts, to 1690)
+    assert records["opd-heldout-s0_grpo-only"] == (0, ["s0_opd-peer"])
+    assert records["opd-heldout-s0_opd-peer"] == (0, ["s0_grpo-only", "s0_opd-rl-mixed"])
+    assert records["opd-heldout-s0_opd-rl-mixed"] == (0, ["s0_opd-peer", "s0_opd-rl-pure"])
+    assert records["opd-heldout-s0_opd-rl-pure"] == (0, ["s0_opd-rl-mixed", "s1_grpo-only"])
+    assert all(n in arms for name, (_, beside) in records.items() if "heldout" in name for n in beside)
+    assert all(beside for name, (_, beside) in records.items() if "heldout" in name)
+
+
+def test_a_run_past_its_limit_is_stopped_with_124_and_the_others_records_are_written(tmp_path, monkeypatch):
+    clock, events, records = _fake_gpu(monkeypatch, {"hung": None, "quick": 100, "after": 200}.get)
+    job = lambda name, limit: opd_stages.Job(name, name, tmp_path / name / "config.yaml", tmp_path / name,  # noqa
+                                             "g", name, (), limit)
+    ctx = Context(out=tmp_path / "out", work=tmp_path / "work")
+    processes = {}
+    start = opd_stages.start
+    monkeypatch.setattr(opd_stages, "start", lambda c, n, cmd: processes.setdefault(n, start(c, n, cmd)))
+    assert opd_stages.pool(ctx, [job("hung", 600), job("quick", 600), job("after", 600)], "p") == [124, 0, 0]
+    assert list(records) == ["quick", "after", "hung"] and records["hung"] == (124, ["quick", "after"])
+    # stopped at the first poll past 600 s (every 5 s), SIGTERM ignored for GRACE_S, then killed
+    assert processes["hung"].signals == ["TERM", "KILL"] and clock.now == 605 + opd_stages.GRACE_S
+    # the records command of the stage's end keeps what the queue wrote (exit code, neighbours)
+    save_record({"run": "r", "group": "g", "exit_code": 124, "neighbours": ["x"]}, tmp_path / "o", "heldout")
+    save_record({"run": "r", "group": "g", "passes": {}}, tmp_path / "o", "heldout")
+    assert json.loads((tmp_path / "o" / "heldout" / "g" / "r.json").read_text()) == {
+        "run": "r", "group": "g", "passes": {}, "exit_code": 124, "neighbours": ["x"]}
+
+
 def test_the_calibration_is_the_committed_machines_stage_seconds_less_their_other_commands():
     cal = calibration(ROOT)
     # machine 1: sweep 812 s less shared 2, sweep-configs 17, sweep-choice 6 = 787 s for 6 runs of 40 steps and
@@ -104,6 +231,12 @@ def test_the_calibration_is_the_committed_machines_stage_seconds_less_their_othe
     assert cal.episode_s == pytest.approx(episode_s)
     assert cal.step_s == pytest.approx((787 / 6 - 1024 * episode_s) / 40)
     assert cal.student_s == pytest.approx(45.5 + 111.7)  # model import + SFT (teachers_results.json)
+    # machine 3's lone run: 20 steps in 231 s at 4.05 s a step: 150 s outside its steps; the lone teacher (128 steps,
+    # 3 x 256 x 4 episodes at twice the shared share) and an arm's run beside another (twice its share)
+    assert (cal.lone_start_s, cal.lone_step_s) == pytest.approx((231 - 20 * 4.05, 4.05))
+    teacher, arm = RunCost(1, 128, 3072), RunCost(12, 40, 3072)
+    assert cal.wall(teacher, alone=True) == pytest.approx(150 + 128 * 4.05 + 3072 * 2 * episode_s)
+    assert cal.wall(arm, alone=False) == pytest.approx(2 * (40 * cal.step_s + 3072 * episode_s))
 
 
 def test_the_stages_need_the_smollm2_configs_and_the_works_student(tmp_path):
