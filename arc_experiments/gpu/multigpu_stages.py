@@ -24,7 +24,7 @@ from dataclasses import replace
 from pathlib import Path
 
 from arc_experiments.gpu.measure_stages import PY, shape_8b
-from arc_experiments.gpu.runner import Context, failed, header, run, start
+from arc_experiments.gpu.runner import Context, failed, header, run, start, stop
 
 ZERO = "accelerate_configs/zero{}.yaml"
 ASYNC = ("--async_rollouts", "1")
@@ -192,12 +192,7 @@ def _wait(process: subprocess.Popen | None, limit_s: float) -> int:
     try:
         return process.wait(timeout=max(1.0, limit_s))
     except subprocess.TimeoutExpired:
-        process.terminate()
-        try:
-            process.wait(timeout=120)
-        except subprocess.TimeoutExpired:
-            process.kill()
-            process.wait()
+        stop(process)
         return 124
 
 

@@ -24,11 +24,10 @@ from pathlib import Path
 
 from arc_experiments.gpu.measure_stages import PY
 from arc_experiments.gpu.opd_budget import CONFIG_S, LIMIT_FACTOR, calibration, estimate_lines, run_cost
-from arc_experiments.gpu.runner import ROOT, Context, failed, first_step, run, start
+from arc_experiments.gpu.runner import ROOT, Context, failed, first_step, run, start, stop
 from arc_experiments.learning.opd_records import ARMS, RL_ARMS, TEACHER_GROUP, run_record, save_record
 
 SLOTS = 2
-GRACE_S = 120  # a stopped run's SIGTERM grace before it is killed (multigpu_stages._wait's: the trainer's own stop)
 TEACHER = "opd-teacher.yaml"
 HELDOUT = "opd-heldout.yaml"
 COMMITTED = Path("results/gpu_learning_smollm2/opd")  # where step 1's records are committed
@@ -78,20 +77,10 @@ def _record(ctx: Context, job: Job, part: str, code: int, neighbours: list[str])
     save_record({**record, "exit_code": code, "neighbours": neighbours}, ctx.out / "opd", part)
 
 
-def _stop(process: subprocess.Popen) -> None:
-    """SIGTERM (the trainer stops its vLLM and saves what it can), then kill after GRACE_S."""
-    process.terminate()
-    try:
-        process.wait(timeout=GRACE_S)
-    except subprocess.TimeoutExpired:
-        process.kill()
-        process.wait()
-
-
 def pool(ctx: Context, jobs: list[Job], part: str, done: dict[str, int] | None = None) -> list[int]:
     """Run `jobs` SLOTS at a time in their order, each once its needs (jobs here, or earlier ones with their exit
     codes in `done`) have finished (a job whose need failed is skipped, exit code 2; one finished on an earlier call is
-    kept), each stopped at its `limit_s` (`_stop`: exit code 124), each ended one's record written at once with its
+    kept), each stopped at its `limit_s` (`stop`: exit code 124), each ended one's record written at once with its
     exit code and its neighbours (the jobs' run names that ran beside it)."""
     codes: dict[str, int] = dict(done or {})
     codes.update({j.name: 0 for j in jobs if (j.output_dir / "run_summary.json").exists() and not ctx.dry_run})
@@ -104,7 +93,7 @@ def pool(ctx: Context, jobs: list[Job], part: str, done: dict[str, int] | None =
                 if time.time() - started <= job.limit_s:
                     continue
                 print(f"   {job.name}: still running at its limit of {job.limit_s:.0f} s: stopped", flush=True)
-                _stop(process)
+                stop(process)
                 code = 124
             else:
                 code = 0 if process is None else process.returncode

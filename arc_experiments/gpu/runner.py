@@ -105,6 +105,19 @@ def start(ctx: Context, name: str, command: list[str]) -> subprocess.Popen | Non
     return subprocess.Popen(command, stdout=log, stderr=subprocess.STDOUT, cwd=ROOT, env={**os.environ, **ENV})
 
 
+GRACE_S = 120  # a stopped run's SIGTERM grace before it is killed (the runner's own stop of its servers: <= 80 s)
+
+
+def stop(process: subprocess.Popen) -> None:
+    """SIGTERM (a trainer stops its vLLM and servers and saves what it can), then kill after GRACE_S."""
+    process.terminate()
+    try:
+        process.wait(timeout=GRACE_S)
+    except subprocess.TimeoutExpired:
+        process.kill()
+        process.wait()
+
+
 def first_step(log: Path, process: subprocess.Popen | None, timeout_s: float = 400) -> None:
     """Wait until a training run has logged its first step (its vLLM is up and its memory taken), or has ended: the
     moment a second GPU process can start beside it."""

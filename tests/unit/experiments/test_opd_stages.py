@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from arc_experiments.gpu import opd_stages
+from arc_experiments.gpu import opd_stages, runner
 from arc_experiments.gpu.__main__ import main
 from arc_experiments.gpu.opd_budget import RunCost, calibration
 from arc_experiments.gpu.runner import Context
@@ -214,7 +214,7 @@ def test_a_run_past_its_limit_is_stopped_with_124_and_the_others_records_are_wri
     assert opd_stages.pool(ctx, [job("hung", 600), job("quick", 600), job("after", 600)], "p") == [124, 0, 0]
     assert list(records) == ["quick", "after", "hung"] and records["hung"] == (124, ["quick", "after"])
     # stopped at the first poll past 600 s (every 5 s), SIGTERM ignored for GRACE_S, then killed
-    assert processes["hung"].signals == ["TERM", "KILL"] and clock.now == 605 + opd_stages.GRACE_S
+    assert processes["hung"].signals == ["TERM", "KILL"] and clock.now == 605 + runner.GRACE_S
     # the records command of the stage's end keeps what the queue wrote (exit code, neighbours)
     save_record({"run": "r", "group": "g", "exit_code": 124, "neighbours": ["x"]}, tmp_path / "o", "heldout")
     save_record({"run": "r", "group": "g", "passes": {}}, tmp_path / "o", "heldout")
