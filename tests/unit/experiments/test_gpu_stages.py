@@ -317,6 +317,10 @@ def test_the_layouts_pass_their_tensor_parallel_size_and_lag(tmp_path):
     assert flag("4gpu-colocate-tp2", "--vllm_tensor_parallel_size") == "2"
     assert flag("4gpu-server-tp2-async1", "--vllm_tensor_parallel_size") == "2"
     assert flag("4gpu-server-tp2-async1", "--async_rollouts") == "1" and flag("4gpu-server", "--async_rollouts") is None
+    fp8 = multigpu.layout_command(ctx, "2gpu-server-async1-fp8", "2,3", "/m", 3)
+    bf16 = multigpu.layout_command(ctx, "2gpu-server-async1", "0,1", "/m", 3)
+    assert [a for a in fp8 if a not in bf16] == ["2,3", "--vllm_rollout_dtype", "fp8", str(ctx.work / "runs" /
+                                                 "layout-2gpu-server-async1-fp8")]
 
 
 class _NoPeaks:
