@@ -1,7 +1,7 @@
 """FP8 rollouts (docs/fp8.md) in results/gpu_step_summary.json, from what `python -m arc_experiments.gpu fp8-8b
 fp8-learning` brought back, committed under results/gpu_fp8/MACHINE/: the 8B recipe's step at bf16, FP8 weights and
 FP8 weights + KV cache on one GPU (rollout_NAME.json: settings, exit code, run summary), each against the bf16 run of
-the same machine; the learning subject with bf16 vs FP8 rollouts (server_learning_colocate[-fp8][-sSEED].json),
+the same machine; the learning subject with bf16 vs FP8 rollouts (server_learning_colocate[-fp8][-sSEED].json[.gz]),
 paired by machine and seed."""
 
 from __future__ import annotations
@@ -11,6 +11,7 @@ from pathlib import Path
 from typing import Any
 
 from arc_experiments.figures.multigpu import _mean, measured_steps, paired_learning
+from arc_experiments.figures.records import load_record, record_paths
 
 FOLDER = "results/gpu_fp8"
 TARGETS = {"generate_speedup": 1.4, "step_s": 50.0}  # issue 42: generation >= 1.4x faster, the 1-GPU step <= 50 s
@@ -64,8 +65,8 @@ def summary(root: Path) -> dict[str, Any]:
     folder = root / FOLDER
     machines = sorted(p for p in folder.iterdir() if p.is_dir()) if folder.is_dir() else []
     rows = [row for machine in machines for row in machine_rows(machine)]
-    arms = {f"{m.name}/{p.stem}": (m.name, json.loads(p.read_text()))
-            for m in machines for p in sorted(m.glob("server_learning_colocate*.json"))}
+    arms = {f"{m.name}/{name}": (m.name, load_record(path))
+            for m in machines for name, path in record_paths(m, "server_learning_colocate*").items()}
     return {
         "fp8_rollouts": {"rows": rows, "targets": TARGETS, "command": COMMAND} if rows else (
             f"not measured: no {FOLDER}/MACHINE/rollout_*.json (python -m arc_experiments.gpu fp8-8b)"),

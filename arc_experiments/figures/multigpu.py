@@ -2,7 +2,7 @@
 under results/gpu_multigpu/MACHINE/ (one folder per machine, each row against its own machine's one-GPU step): each
 layout's record (layout_NAME.json: its run summary's per-step time budget, the per-GPU peak memory nvidia-smi saw,
 the command), the drills (drills.json), the per-engine weight check (engine_check.json), the learning subject's arms
-(server_learning_ARM.json); and results/gpu_multigpu/lora_drift.json, the base drift of 100 LoRA syncs
+(server_learning_ARM.json[.gz]); and results/gpu_multigpu/lora_drift.json, the base drift of 100 LoRA syncs
 (benchmarks/lora_drift_bench.py, CPU)."""
 
 from __future__ import annotations
@@ -11,6 +11,8 @@ import json
 import re
 from pathlib import Path
 from typing import Any
+
+from arc_experiments.figures.records import load_record, record_paths
 
 FOLDER = "results/gpu_multigpu"
 BASELINE = "1gpu-colocate"
@@ -208,8 +210,8 @@ def summary(root: Path) -> dict[str, Any]:
                                            "gpu_used_mib_after", "said")} for d in data["drills"]]
         result[key] = data
         result[f"{key}_machine"] = machine
-    arms = {f"{m.name}/{p.stem.removeprefix('server_learning_')}": (m.name, json.loads(p.read_text()))
-            for m in machines for p in sorted(m.glob("server_learning_*.json"))}  # a machine's arms share its student
+    arms = {f"{m.name}/{name.removeprefix('server_learning_')}": (m.name, load_record(path))  # a machine's arms
+            for m in machines for name, path in record_paths(m, "server_learning_*").items()}  # share its student
     result["server_learning"] = server_learning(arms, folder) if arms else (
         f"not measured: no {FOLDER}/MACHINE/server_learning_ARM.json (python -m arc_experiments.gpu server-learning)")
     asynchronous = {name: arm for name, arm in arms.items() if str(arm[1].get("arm")).startswith("server-async")}

@@ -24,3 +24,24 @@ def test_the_gpu_learning_summary_has_its_keys_and_consistent_figures():
     for model in ("student", "grpo_only"):
         assert 0 <= arc[f"{model}_pass1"] <= arc[f"{model}_pass2"] <= 1  # pass@1 <= pass@2
     assert (ROOT / arc["results"]).is_dir()
+
+
+CALL_LIMIT = 64 * 1024 * 1024  # what one GPU call carries: the checkout's tracked files plus what it names
+BUNDLE_PART = 42_000_000  # the largest part of the GPU bundle (tools/gpu_box/queue.sh splits it so)
+
+
+def test_the_checkout_fits_a_gpu_call_beside_a_bundle_part():
+    """Large records are committed gzipped (arc_experiments/figures/records.py): five uncompressed learning records
+    (~5.5 MB each) would leave the next GPU session unable to carry its bundle."""
+    import shutil
+    import subprocess
+
+    import pytest
+
+    if shutil.which("git") is None or not (ROOT / ".git").exists():
+        pytest.skip("not a git checkout: its tracked files are unknown")
+    names = subprocess.run(["git", "ls-files", "-z"], cwd=ROOT, capture_output=True, check=True).stdout.split(b"\0")
+    sizes = {name.decode(): (ROOT / name.decode()).stat().st_size for name in names
+             if name and (ROOT / name.decode()).is_file()}
+    largest = sorted(sizes.items(), key=lambda item: -item[1])[:5]
+    assert sum(sizes.values()) + BUNDLE_PART <= CALL_LIMIT, f"tracked files {sum(sizes.values())} B; largest {largest}"
