@@ -30,7 +30,8 @@ ROOT = Path(__file__).resolve().parents[1]
 SMALL = ["--max_steps", "200", "--max_turns", "2", "--max_tokens_per_turn", "64", "--max_completion_length", "256",
          "--num_generations", "4", "--per_device_train_batch_size", "4", "--gradient_accumulation_steps", "1",
          "--benchmark_full_turns", "true", "--report_to", "none", "--save_strategy", "no", "--collapse_guard", "off",
-         "--vllm_max_model_length", "6144", "--max_prompt_tokens", "4096"]
+         "--vllm_max_model_length", "6144", "--max_prompt_tokens", "4096",
+         "--async_rollouts", "0"]  # the drills ran synchronously (the server config is asynchronous since machine 6)
 SERVER = "configs/qwen3-8b-2gpu-server.yaml"
 COLOCATE = "configs/qwen3-8b-2gpu-colocate.yaml"
 

@@ -28,24 +28,26 @@ from arc_experiments.gpu.runner import Context, failed, header, run, start, stop
 
 ZERO = "accelerate_configs/zero{}.yaml"
 ASYNC = ("--async_rollouts", "1")
+SYNC = ("--async_rollouts", "0")  # the shipped server configs are asynchronous; a layout's name says which it runs
+TP1 = ("--vllm_tensor_parallel_size", "1")  # the shipped 4-GPU server config runs one tensor-parallel-2 engine
 LAYOUTS = {  # name -> (config, GPUs, extra training flags); the configs share the one-GPU recipe's workload
     "1gpu-colocate": ("configs/qwen3-8b-1gpu-colocate.yaml", 1, ()),
     "2gpu-colocate": ("configs/qwen3-8b-2gpu-colocate.yaml", 2, ()),
     # the shipped 4-GPU config runs vLLM tensor parallel 2 (machine 5: 2.16x); tp 1 is machine 1's 4gpu-colocate row
     "4gpu-colocate": ("configs/qwen3-8b-4gpu-colocate.yaml", 4, ("--vllm_tensor_parallel_size", "1")),
     "4gpu-colocate-tp2": ("configs/qwen3-8b-4gpu-colocate.yaml", 4, ("--vllm_tensor_parallel_size", "2")),
-    "2gpu-server": ("configs/qwen3-8b-2gpu-server.yaml", 2, ()),
+    "2gpu-server": ("configs/qwen3-8b-2gpu-server.yaml", 2, SYNC),
     "3gpu-server-ddp": ("configs/qwen3-8b-3gpu-server.yaml", 3, ()),
     "3gpu-server-zero2": ("configs/qwen3-8b-3gpu-server.yaml", 3, ("--accelerate_config", ZERO.format(2))),
     "3gpu-server-zero3": ("configs/qwen3-8b-3gpu-server.yaml", 3, ("--accelerate_config", ZERO.format(3))),
     # ZeRO-3 on one process (zero.Init all the same): the RoPE precision fix's check where no 3 GPUs are lent
     "1gpu-colocate-zero3": ("configs/qwen3-8b-1gpu-colocate.yaml", 1, ("--accelerate_config", ZERO.format(3))),
     "4gpu-seeds": ("configs/qwen3-8b-4gpu.yaml", 4, ()),
-    "4gpu-server": ("configs/qwen3-8b-4gpu-server.yaml", 4, ()),
+    "4gpu-server": ("configs/qwen3-8b-4gpu-server.yaml", 4, (*TP1, *SYNC)),
     # asynchronous rollouts (docs/async.md): the same layouts, step t+1 generated while step t trains
     "2gpu-server-async1": ("configs/qwen3-8b-2gpu-server.yaml", 2, ASYNC),
     "3gpu-server-ddp-async1": ("configs/qwen3-8b-3gpu-server.yaml", 3, ASYNC),
-    "4gpu-server-async1": ("configs/qwen3-8b-4gpu-server.yaml", 4, ASYNC),
+    "4gpu-server-async1": ("configs/qwen3-8b-4gpu-server.yaml", 4, (*TP1, *ASYNC)),
     "4gpu-seeds-async1": ("configs/qwen3-8b-4gpu.yaml", 4, ASYNC),
     # one tensor-parallel-2 engine on GPUs 0-1 for all 32 episodes (the colocated tp 2 engines decoded 16 episodes in
     # 20.0 s against 27.5 s for an engine per GPU): what might bring the async step under one engine's decode

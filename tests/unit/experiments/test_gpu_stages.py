@@ -316,7 +316,8 @@ def test_the_layouts_pass_their_tensor_parallel_size_and_lag(tmp_path):
     assert flag("4gpu-colocate", "--vllm_tensor_parallel_size") == "1"
     assert flag("4gpu-colocate-tp2", "--vllm_tensor_parallel_size") == "2"
     assert flag("4gpu-server-tp2-async1", "--vllm_tensor_parallel_size") == "2"
-    assert flag("4gpu-server-tp2-async1", "--async_rollouts") == "1" and flag("4gpu-server", "--async_rollouts") is None
+    assert flag("4gpu-server-tp2-async1", "--async_rollouts") == "1" and flag("4gpu-server", "--async_rollouts") == "0"
+    assert flag("4gpu-server", "--vllm_tensor_parallel_size") == "1"  # machine 5's row, not the shipped config's
     fp8 = multigpu.layout_command(ctx, "2gpu-server-async1-fp8", "2,3", "/m", 3)
     bf16 = multigpu.layout_command(ctx, "2gpu-server-async1", "0,1", "/m", 3)
     assert [a for a in fp8 if a not in bf16] == ["2,3", "--vllm_rollout_dtype", "fp8", str(ctx.work / "runs" /
@@ -426,3 +427,38 @@ def test_fp8_learning_starts_each_seeds_fp8_run_after_the_bf16_one_has_logged_a_
         assert events.index(("wait", log)) < events.index(("run", "colocate-fp8", seed))
         assert ("run", "colocate", seed) in events
     assert len(events) == 9
+
+
+def test_each_multigpu_layout_runs_what_its_name_says_whatever_the_shipped_config_defaults():
+    """A layout's row stays comparable across machines: `async1` in its name iff it runs `async_rollouts: 1`, `tp2`
+    iff vLLM tensor parallel 2 (the shipped server configs turned asynchronous and tensor parallel after machine 5;
+    its 2gpu-server and 4gpu-server rows were synchronous with an engine per GPU)."""
+    import yaml
+
+    from arc_experiments.gpu.multigpu_stages import LAYOUTS
+
+    for name, (config, _, flags) in LAYOUTS.items():
+        settings = yaml.safe_load((ROOT / config).read_text())
+        pairs = dict(zip(flags[::2], flags[1::2]))
+        lag = int(pairs.get("--async_rollouts", settings.get("async_rollouts") or 0))
+        tensor_parallel = int(pairs.get("--vllm_tensor_parallel_size", settings.get("vllm_tensor_parallel_size") or 1))
+        assert lag == (1 if "async1" in name else 0), name
+        assert tensor_parallel == (2 if "tp2" in name else 1), name
+
+
+def test_the_drills_run_synchronously_as_when_they_were_measured():
+    """The drills' server config turned asynchronous after they ran; their teacher drill switches to colocated vLLM,
+    which `async_rollouts: 1` refuses, so every drill pins the synchronous path."""
+    import importlib.util
+
+    import yaml
+
+    spec = importlib.util.spec_from_file_location("multigpu_drills", ROOT / "benchmarks" / "multigpu_drills.py")
+    drills = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(drills)
+    for name in ("student-server-killed", "port-taken", "teacher-server-killed", "trainer-rank-killed",
+                 "master-port-taken"):
+        config, _, flags = drills.drill_args(name, "/m", port=8000)
+        lag = yaml.safe_load((ROOT / config).read_text()).get("async_rollouts") or 0
+        lag = int(dict(zip(flags, flags[1:])).get("--async_rollouts", lag))  # a repeated flag: the last one wins
+        assert lag == 0, name
