@@ -52,6 +52,7 @@ LAYOUTS = {  # name -> (config, GPUs, extra training flags); the configs share t
     # one tensor-parallel-2 engine on GPUs 0-1 for all 32 episodes (the colocated tp 2 engines decoded 16 episodes in
     # 20.0 s against 27.5 s for an engine per GPU): what might bring the async step under one engine's decode
     "4gpu-server-tp2-async1": ("configs/qwen3-8b-4gpu-server.yaml", 4, ("--vllm_tensor_parallel_size", "2", *ASYNC)),
+    "4gpu-server-tp2": ("configs/qwen3-8b-4gpu-server.yaml", 4, ("--vllm_tensor_parallel_size", "2", *SYNC)),  # its twin
     # FP8 rollouts (docs/fp8.md) on the fastest 2-GPU layout: the server quantizes at load and at each weight push
     "2gpu-server-async1-fp8": ("configs/qwen3-8b-2gpu-server.yaml", 2, (*ASYNC, "--vllm_rollout_dtype", "fp8")),
 }
@@ -77,6 +78,10 @@ PHASES = {  # label -> {job: GPUs}: a layout (LAYOUTS), a check or drill, or the
     "Z": {"4gpu-server-tp2-async1": "0,1,2,3"},
     "V": {"1gpu-colocate": "0", "learning-student": "3"},  # the one-GPU step, and the student before P-R share it
     "F8": {"2gpu-server-async1": "0,1", "2gpu-server-async1-fp8": "2,3"},  # bf16 beside FP8 rollouts, async server
+    # what issue 40 still lacks on H100s, with F8 between them: the 2-GPU synchronous server layout beside the one-GPU
+    # step, then Z's synchronous twin (docs/async.md)
+    "V2": {"1gpu-colocate": "0", "2gpu-server": "2,3"},
+    "Z0": {"4gpu-server-tp2": "0,1,2,3"},
     # a 2-GPU machine: the one-GPU step beside ZeRO-3's gap check, then async and sync server layouts back to back
     "S": {"1gpu-colocate": "0", "1gpu-colocate-zero3": "1"},
     "T": {"2gpu-server-async1": "0,1"},
