@@ -60,16 +60,54 @@ def machine_rows(machine: Path) -> list[dict[str, Any]]:
     return rows
 
 
+def flag(record: dict[str, Any], name: str, default: str) -> str:
+    """The value a layout record's extra training flags gave `name` (the last one wins), else `default`."""
+    flags = record.get("extra_flags") or []
+    return dict(zip(flags, flags[1:])).get(name, default)
+
+
+def layout_rows(multigpu: Path) -> list[dict[str, Any]]:
+    """The multigpu stage's FP8 layouts (`layout_NAME-fp8.json`, e.g. phase F8's asynchronous 2-GPU server layout),
+    each after its bf16 twin (`layout_NAME.json`) of the same machine, with the step's speed-up over the twin. In an
+    asynchronous layout `generate_s` is the step's wait for its rollout (`wait_s`), not the generation's length."""
+    from arc_experiments.figures.multigpu import machine_folders
+
+    rows = []
+    for machine in machine_folders(multigpu) if multigpu.is_dir() else []:
+        for path in sorted(machine.glob("layout_*-fp8.json")):
+            twin = path.with_name(path.name.removesuffix("-fp8.json") + ".json")
+            if not twin.exists():
+                raise FileNotFoundError(f"{path}: no {twin.name} (its bf16 twin on the same machine)")
+            pair = []
+            for record in (json.loads(twin.read_text()), json.loads(path.read_text())):
+                row = rollout_row({**record, "name": record["layout"],
+                                   "rollout_dtype": flag(record, "--vllm_rollout_dtype", "bf16"),
+                                   "kv_cache_dtype": flag(record, "--vllm_kv_cache_dtype", "auto")})
+                row["wait_s"] = _mean([s["async/wait_s"] for s in measured_steps(record) if "async/wait_s" in s])
+                row.update(machine=machine.name, gpus=record["gpus"], beside=record.get("beside", []))
+                pair.append(row)
+            base = pair[0]["step_s"]
+            for row in pair:
+                row["step_speedup_vs_bf16"] = round(base / row["step_s"], 3) if base and row["step_s"] else None
+            rows += pair
+    return rows
+
+
 def summary(root: Path) -> dict[str, Any]:
-    """`fp8_rollouts` (rows, targets, command) and `fp8_learning`; "not measured" where nothing is committed."""
+    """`fp8_rollouts` (rows, targets, command), `fp8_layouts` (the multigpu stage's FP8 layouts beside their bf16
+    twins) and `fp8_learning`; "not measured" where nothing is committed."""
     folder = root / FOLDER
     machines = sorted(p for p in folder.iterdir() if p.is_dir()) if folder.is_dir() else []
     rows = [row for machine in machines for row in machine_rows(machine)]
+    layouts = layout_rows(root / "results" / "gpu_multigpu")
     arms = {f"{m.name}/{name}": (m.name, load_record(path))
             for m in machines for name, path in record_paths(m, "server_learning_colocate*").items()}
     return {
         "fp8_rollouts": {"rows": rows, "targets": TARGETS, "command": COMMAND} if rows else (
             f"not measured: no {FOLDER}/MACHINE/rollout_*.json (python -m arc_experiments.gpu fp8-8b)"),
+        "fp8_layouts": {"rows": layouts, "command": "python -m arc_experiments.gpu multigpu --only F8 --out OUT"}
+        if layouts else ("not measured: no results/gpu_multigpu/MACHINE/layout_*-fp8.json (python -m "
+                         "arc_experiments.gpu multigpu --only F8)"),
         "fp8_learning": paired_learning(arms, ("colocate", "bf16"), ("colocate-fp8", "fp8")) if arms else (
             f"not measured: no {FOLDER}/MACHINE/server_learning_colocate*.json (python -m arc_experiments.gpu "
             "fp8-learning)"),

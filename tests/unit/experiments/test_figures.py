@@ -325,3 +325,36 @@ def test_fp8_rows_are_against_the_same_machines_bf16_run_with_the_issues_targets
     (machine / "rollout_8b-rollout-bf16.json").unlink()  # a machine without its bf16 baseline is refused
     with pytest.raises(FileNotFoundError, match="no bf16"):
         fp8.summary(tmp_path)
+
+
+def test_fp8_layouts_sit_beside_their_bf16_twin_of_the_same_machine(tmp_path):
+    """Phase F8's records (multigpu stage): the FP8 layout's step against its bf16 twin's, the async wait kept apart,
+    the dtypes read from the layout's flags; an FP8 layout without its twin is refused."""
+    from arc_experiments.figures import fp8
+
+    def record(layout, flags, step, wait, masked):
+        per_step = [{"step": 1, "time/step": 60.0, "time/generate": 30.0}]
+        per_step += [{"step": n, "time/step": step, "time/generate": wait + 0.1, "async/wait_s": wait,
+                      "sampling/masked_frac": masked} for n in (2, 3)]
+        return {"layout": layout, "gpus": 2, "config": "c", "exit_code": 0, "beside": ["other"],
+                "extra_flags": ["--async_rollouts", "1", *flags], "run_summary": {"per_step": per_step}}
+
+    machine = tmp_path / "results" / "gpu_multigpu" / "7_h100x4"
+    machine.mkdir(parents=True)
+    (machine / "machine.json").write_text("{}")
+    (machine / "layout_2gpu-server-async1.json").write_text(json.dumps(record("2gpu-server-async1", [], 33.0, 4.0, 0.0)))
+    (machine / "layout_2gpu-server-async1-fp8.json").write_text(json.dumps(
+        record("2gpu-server-async1-fp8", ["--vllm_rollout_dtype", "fp8", "--vllm_kv_cache_dtype", "fp8"], 30.0, 1.0,
+               0.02)))
+    (machine / "layout_1gpu-colocate.json").write_text(json.dumps(record("1gpu-colocate", [], 63.0, 0.0, 0.0)))
+
+    bf16, fp8_row = fp8.summary(tmp_path)["fp8_layouts"]["rows"]
+
+    assert (bf16["name"], bf16["rollout_dtype"], bf16["kv_cache_dtype"]) == ("2gpu-server-async1", "bf16", "auto")
+    assert (fp8_row["rollout_dtype"], fp8_row["kv_cache_dtype"], fp8_row["machine"]) == ("fp8", "fp8", "7_h100x4")
+    assert fp8_row["step_speedup_vs_bf16"] == 1.1 and bf16["step_speedup_vs_bf16"] == 1.0  # 33 / 30
+    assert (fp8_row["wait_s"], bf16["wait_s"]) == (1.0, 4.0) and fp8_row["is_masked_frac"] == 0.02
+    assert fp8_row["beside"] == ["other"]
+    (machine / "layout_2gpu-server-async1.json").unlink()
+    with pytest.raises(FileNotFoundError, match="bf16 twin"):
+        fp8.summary(tmp_path)
