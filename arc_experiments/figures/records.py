@@ -1,6 +1,8 @@
-"""Committed result records: `NAME.json`, or `NAME.json.gz` for a large one. A learning arm's record embeds its
-in-training evaluations' attempts (~5 MB each, ~0.1 MB with `gzip -9n`), and every GPU call carries the checkout
-beside a 40 MB bundle part under a 64 MiB limit, so records over ~1 MB are committed compressed."""
+"""Committed result records: `NAME.json`, or `NAME.json.gz` for a large one. A learning arm's record
+(`server_learning_*.json`, from the multigpu and FP8 stages) embeds its in-training evaluations' attempts (~5 MB
+each, ~0.1 MB with `gzip -9n`), and every GPU call carries the checkout beside a 42 MB bundle part under a 64 MiB
+limit, so those are committed compressed. The figures read the learning records through `record_paths` /
+`load_record`; the other records (layouts ~0.1 MB, rollouts, machine.json) are read plain."""
 
 from __future__ import annotations
 

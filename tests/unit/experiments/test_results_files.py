@@ -32,7 +32,8 @@ BUNDLE_PART = 42_000_000  # the largest part of the GPU bundle (tools/gpu_box/qu
 
 def test_the_checkout_fits_a_gpu_call_beside_a_bundle_part():
     """Large records are committed gzipped (arc_experiments/figures/records.py): five uncompressed learning records
-    (~5.5 MB each) would leave the next GPU session unable to carry its bundle."""
+    (~5.5 MB each) would leave the next GPU session unable to carry its bundle. Tracked files only: a call also
+    carries untracked files git does not ignore (results copied in before their commit), so keep a margin."""
     import shutil
     import subprocess
 
