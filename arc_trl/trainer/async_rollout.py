@@ -23,6 +23,11 @@ the training thread's). Every collective stays on the training thread, in the sa
 the taken rollout is used is agreed by all processes (`agree`) before anything else, so a process never plays a
 synchronous rollout (collective) while another does not.
 
+Teacher: a teacher that overlaps generation (a server, `rollout.on_finished` set) scores the background episodes as
+they finish, from the background thread (`TeacherTerm.submit`, no step clock); the step that takes the rollout adopts
+those jobs (`TeacherTerm.adopt`), so its teacher time is the wait for what is left. A dropped rollout's jobs are
+ignored.
+
 Bookkeeping: a rollout is used only for the rows it was launched for and when `0 <= step - version <= max_lag`;
 otherwise it is dropped and counted (`async/dropped_rollouts`, cumulative). A new `train()` call (a resume, the
 collapse guard's rollback) and its end discard the rollout in flight (`attempt`), which is dropped and counted too;
@@ -39,7 +44,7 @@ from collections.abc import Callable, Iterator
 from concurrent.futures import Future, ThreadPoolExecutor
 from concurrent.futures import wait as wait_for
 from contextlib import contextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from arc_trl.rollout.episode import Episode
@@ -56,6 +61,7 @@ class Launched:
     version: int  # the optimizer step whose weights sample it
     future: Future
     cancel: threading.Event
+    teacher_jobs: list = field(default_factory=list)  # (episode indices, future of their teacher scores), if any
 
 
 class StepLookahead:
@@ -90,12 +96,15 @@ class AsyncRollouts:
         self.executor = ThreadPoolExecutor(1, thread_name_prefix="arc-async-rollout")
         self.lookahead = StepLookahead()
         self.pending: Launched | None = None
+        self.taken: Launched | None = None  # the rollout the last `take` used (None: it played the rows itself)
         self.dropped = 0  # in this run, cumulative
         self.dropped_logged = 0  # of them, those logged already (each step logs the ones since the last)
         self.history: list[dict[str, Any]] = []  # {"version", "step", "used", "reason"} per launched rollout
 
-    def launch(self, rows: Rows, version: int, play: Callable[[], list[Episode]], cancel: threading.Event) -> None:
-        """Start `play()` (the episodes of `rows`) on the background thread; `cancel` discards it."""
+    def launch(self, rows: Rows, version: int, play: Callable[[], list[Episode]], cancel: threading.Event,
+               teacher_jobs: list | None = None) -> None:
+        """Start `play()` (the episodes of `rows`) on the background thread; `cancel` discards it; `teacher_jobs`: the
+        list `play` adds its teacher scoring jobs to, handed to the step that takes it."""
         if self.pending is not None:
             raise RuntimeError("a background rollout is in flight already")
 
@@ -105,13 +114,14 @@ class AsyncRollouts:
                 ep.policy_version = version
             return episodes
 
-        self.pending = Launched(rows, version, self.executor.submit(run), cancel)
+        self.pending = Launched(rows, version, self.executor.submit(run), cancel,
+                                teacher_jobs if teacher_jobs is not None else [])
 
     def take(self, rows: Rows, step: int) -> tuple[list[Episode] | None, dict[str, float]]:
         """The background episodes of `rows` for training step `step` (None: play them now) and the metrics.
 
         Waits for the rollout in flight. Collective through `agree`: every process calls it at the same point."""
-        launched, self.pending = self.pending, None
+        launched, self.pending, self.taken = self.pending, None, None
         episodes, error, reason, waited = None, None, None, 0.0
         if launched is not None:
             start = time.perf_counter()
@@ -134,6 +144,7 @@ class AsyncRollouts:
             self._drop(launched, step, reason or "another process")
             episodes = None
         if episodes is not None:
+            self.taken = launched
             self.history.append({"version": launched.version, "step": step, "used": True, "reason": None})
         lags = [step - ep.policy_version for ep in episodes] if episodes else [0]
         dropped, self.dropped_logged = self.dropped - self.dropped_logged, self.dropped
@@ -202,6 +213,8 @@ def async_generate(trainer, prompts: list, generate: Callable[[list], Any]) -> A
     manager: AsyncRollouts = trainer.async_rollouts
     rollout, step = trainer.rollout, trainer.state.global_step
     episodes, metrics = manager.take(rollout.rows, step)
+    if episodes is not None and manager.taken.teacher_jobs:  # scored as they finished, in the background
+        trainer.teacher_term.adopt(manager.taken.teacher_jobs)
     with rollout.played(episodes):
         output = generate(prompts)  # the weight push of this step (TRL's), then rollout_func
     log_metrics(trainer, "train", metrics)
@@ -210,6 +223,10 @@ def async_generate(trainer, prompts: list, generate: Callable[[list], Any]) -> A
         cancel = threading.Event()
         generator = DetachedServerGenerator(trainer, cancel)  # built here, on the training thread
         next_prompts = copy.deepcopy([row["prompt"] for row in rows])  # as GRPOTrainer._generate_and_score_completions
-        manager.launch(rows, step, lambda: rollout.play(rows, next_prompts, trainer, generator, trainer.sandbox_pool),
-                       cancel)
+        jobs: list = []
+        on_finished = None
+        if rollout.on_finished is not None:  # a teacher that overlaps generation: score each episode as it ends
+            on_finished = lambda finished: jobs.append(trainer.teacher_term.submit(rows, finished))  # noqa: E731
+        manager.launch(rows, step, lambda: rollout.play(rows, next_prompts, trainer, generator, trainer.sandbox_pool,
+                                                        on_finished), cancel, jobs)
     return output

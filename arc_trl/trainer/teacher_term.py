@@ -68,10 +68,18 @@ class TeacherTerm:
     def submit_finished(self, episodes) -> None:
         """Start scoring episodes that just finished (a teacher server works while generation goes on)."""
         with self.trainer.step_clock.phase("teacher"):
-            prompts_t = [self.prompt_ids(self.rows[ep.index], ep) for ep in episodes]
-            sequences = [p + ep.completion_ids for p, ep in zip(prompts_t, episodes)]
-            future = self.trainer.teacher.submit(sequences, [len(p) for p in prompts_t])
-            self.jobs.append(([ep.index for ep in episodes], future))
+            self.jobs.append(self.submit(self.rows, episodes))
+
+    def submit(self, rows: list[dict[str, Any]], episodes) -> tuple[list[int], Any]:
+        """(the episodes' indices, the future of their teacher scores): `rows` are their batch's dataset rows. Also
+        called from the background rollout's thread (`async_rollouts: 1`), so it touches no state of the step."""
+        prompts_t = [self.prompt_ids(rows[ep.index], ep) for ep in episodes]
+        sequences = [p + ep.completion_ids for p, ep in zip(prompts_t, episodes)]
+        return [ep.index for ep in episodes], self.trainer.teacher.submit(sequences, [len(p) for p in prompts_t])
+
+    def adopt(self, jobs: list[tuple[list[int], Any]]) -> None:
+        """This batch's teacher scores were started already (by its background rollout, as its episodes finished)."""
+        self.jobs = list(jobs)
 
     def prompt_ids(self, row, episode) -> list[int]:
         """The teacher's prompt: the student's, or the privileged variant built with the dataset (`teacher_prompt`

@@ -213,3 +213,48 @@ def test_a_discarded_rollout_stops_mid_turn_and_leaves_nothing_on_the_server(tin
         assert manager.history == [{"version": 0, "step": 0, "used": False, "reason": "rollback"}]
     finally:
         trainer.close()
+
+
+def test_a_server_teacher_scores_background_episodes_as_they_finish(tiny_model_dir, tmp_path, server, log,
+                                                                     monkeypatch):
+    """A teacher that overlaps generation (a server) gets the background rollout's episodes from its thread as they
+    finish, before the step that trains them has pushed its weights, and that step uses those scores (no batched
+    call after the rollout). Step 0 plays its own rows, scored from the training thread as before."""
+    from concurrent.futures import Future
+
+    trainer = _trainer(tiny_model_dir, tmp_path / "run", server, log, monkeypatch, async_rollouts=1)
+
+    class Used(Future):  # a finished future that logs when the step takes its scores
+        def result(self, timeout=None):
+            log.add("teacher_result", threading.current_thread().name)
+            return super().result(timeout)
+
+    class StandInServerTeacher:
+        overlaps_generation = True
+
+        def score(self, sequences, prompt_lengths):
+            raise AssertionError("a batched call after the rollout: the scores started as episodes finished unused")
+
+        def submit(self, sequences, prompt_lengths):
+            log.add("teacher_submit", threading.current_thread().name, len(sequences))
+            future = Used()
+            future.set_result([[-1.0] * (len(s) - n) for s, n in zip(sequences, prompt_lengths)])
+            return future
+
+    trainer.teacher = StandInServerTeacher()
+    trainer.rollout.on_finished = trainer.teacher_term.submit_finished
+    try:
+        trainer.train()
+    finally:
+        trainer.close()
+    main = threading.main_thread().name
+    submits = [(i, e) for i, e in enumerate(log.events) if e[0] == "teacher_submit"]
+    assert sum(e[2] for _, e in submits) == 2 * STEPS  # every episode of the 3 steps scored once, through submit
+    pushes = [log.index("push", step) for step in range(STEPS)]
+    on_main = [i for i, e in submits if e[1] == main]
+    assert on_main and all(i < pushes[1] for i in on_main)  # step 0's own rows, from the training thread
+    background = [i for i, e in submits if e[1].startswith("arc-async-rollout")]
+    assert len(on_main) + len(background) == len(submits)
+    for step in (1, 2):  # step t's rows: from the background thread, after step t-1's push and before step t's
+        assert any(pushes[step - 1] < i < pushes[step] for i in background)
+    assert [e[1] for e in log.of("teacher_result")] == [main] * len(submits)  # each used by the training step
