@@ -52,7 +52,8 @@ LAYOUTS = {  # name -> (config, GPUs, extra training flags); the configs share t
     # one tensor-parallel-2 engine on GPUs 0-1 for all 32 episodes (the colocated tp 2 engines decoded 16 episodes in
     # 20.0 s against 27.5 s for an engine per GPU): what might bring the async step under one engine's decode
     "4gpu-server-tp2-async1": ("configs/qwen3-8b-4gpu-server.yaml", 4, ("--vllm_tensor_parallel_size", "2", *ASYNC)),
-    "4gpu-server-tp2": ("configs/qwen3-8b-4gpu-server.yaml", 4, ("--vllm_tensor_parallel_size", "2", *SYNC)),  # its twin
+    # its synchronous twin
+    "4gpu-server-tp2": ("configs/qwen3-8b-4gpu-server.yaml", 4, ("--vllm_tensor_parallel_size", "2", *SYNC)),
     # FP8 rollouts (docs/fp8.md) on the fastest 2-GPU layout: the server quantizes at load and at each weight push
     "2gpu-server-async1-fp8": ("configs/qwen3-8b-2gpu-server.yaml", 2, (*ASYNC, "--vllm_rollout_dtype", "fp8")),
 }
