@@ -87,6 +87,7 @@ PHASES = {  # label -> {job: GPUs}: a layout (LAYOUTS), a check or drill, or the
     "S": {"1gpu-colocate": "0", "1gpu-colocate-zero3": "1"},
     "T": {"2gpu-server-async1": "0,1"},
     "U": {"2gpu-server": "0,1"},
+    "T8": {"2gpu-server-async1-fp8": "0,1"},  # F8 on a 2-GPU machine: after T (its bf16 twin), `--only T,T8`
     "W": {"learning-server-async1": "0,1"},  # the SFT student (made first), then async seed 0 through the server
     "X": {"learning-server": "0,1"},  # then the synchronous seed 0 on the same machine
     # the learning subject, synchronous against asynchronous server runs, seeds 0-2 (docs/async.md)

@@ -462,3 +462,28 @@ def test_the_drills_run_synchronously_as_when_they_were_measured():
         lag = yaml.safe_load((ROOT / config).read_text()).get("async_rollouts") or 0
         lag = int(dict(zip(flags, flags[1:])).get("--async_rollouts", lag))  # a repeated flag: the last one wins
         assert lag == 0, name
+
+
+def test_every_phase_names_known_jobs_on_disjoint_gpus_each_layout_on_as_many_as_it_needs():
+    """A phase with a typo or overlapping GPUs would fail on a rented machine, after its start-up; an FP8 layout is
+    only a figure beside its bf16 twin, so some phase runs that twin on a machine of the same size (T8 after T)."""
+    from arc_experiments.gpu.multigpu_stages import LAYOUTS, PHASES, SMALL_MODEL_JOBS
+
+    for label, jobs in PHASES.items():
+        taken: list[str] = []
+        for job, gpus in jobs.items():
+            ids = gpus.split(",")
+            assert job in LAYOUTS or job in SMALL_MODEL_JOBS or job.startswith("learning-"), (label, job)
+            if job in LAYOUTS:
+                assert len(ids) == LAYOUTS[job][1], (label, job)
+            assert not set(ids) & set(taken), label
+            taken += ids
+    machine_size = {label: 1 + max(int(i) for gpus in jobs.values() for i in gpus.split(",")) for label, jobs in
+                    PHASES.items()}
+    for label, jobs in PHASES.items():
+        for job in jobs:
+            if job.endswith("-fp8"):
+                twins = [other for other, others in PHASES.items() if job.removesuffix("-fp8") in others and
+                         machine_size[other] <= machine_size[label]]
+                assert twins, (label, job)
+    assert PHASES["T8"] == {"2gpu-server-async1-fp8": "0,1"} and machine_size["T8"] == machine_size["T"] == 2
