@@ -34,15 +34,6 @@ def first_step_s(record: dict[str, Any]) -> float | None:
     return next((round(s["time/step"], 3) for s in steps if s.get("step") == 1 and "time/step" in s), None)
 
 
-def logged_step(log: Path) -> dict[str, float]:
-    """The `time/*` figures of the first step a trainer log printed (TRL's logged dict, values as strings)."""
-    for line in log.read_text(errors="replace").splitlines():
-        found = dict(re.findall(r"'(time/[a-z_]+)': '([0-9.e+-]+)'", line))
-        if "time/step" in found:
-            return {key: float(value) for key, value in found.items()}
-    return {}
-
-
 def logged_steps(log: Path) -> list[dict[str, float]]:
     """Every training step's figures a trainer log printed (the lines of TRL's logged dicts with `time/step`)."""
     steps = []
@@ -73,17 +64,28 @@ def off_policy(log: Path) -> dict[str, dict[str, float]] | None:
     return found
 
 
-def partial_row(name: str, gpus: int, log: Path, baseline_first_s: float | None, why: str) -> dict[str, Any]:
-    """A layout that logged only its first step before its machine was lost: that step's figures, beside the
-    same machine's one-GPU first step (both include one-time warm-up)."""
-    step = logged_step(log)
-    first = step.get("time/step")
+def partial_row(name: str, gpus: int, log: Path, baseline_step_s: float | None, baseline_first_s: float | None,
+                why: str) -> dict[str, Any]:
+    """A layout whose machine was lost before it wrote its record: the steps its trainer log printed. Its steps after
+    the first are measured as a record's are (their mean, against the same machine's one-GPU step); with none, its
+    first step stands beside the one-GPU first step (both include one-time warm-up)."""
+    logged = logged_steps(log)
+    first, measured = (logged[0] if logged else {}), logged[1:]
+    parts = measured or [first]
+
+    def part(key: str) -> float | None:
+        return _mean([step[key] for step in parts if key in step])
+
+    step_s = _mean([step["time/step"] for step in measured])
+    first_s = first.get("time/step")
     return {
-        "layout": name, "gpus": gpus, "steps_measured": 0, "step_s": None, "first_step_s": first,
-        "same_machine_1gpu_first_step_s": baseline_first_s,
-        "first_step_speedup": round(baseline_first_s / first, 3) if first and baseline_first_s else None,
-        "generate_s": step.get("time/generate"), "teacher_s": step.get("time/teacher"),
-        "train_s": step.get("time/train"), "weight_sync_s": step.get("time/weight_sync"), "note": why,
+        "layout": name, "gpus": gpus, "steps_measured": len(measured), "step_s": step_s,
+        "same_machine_1gpu_step_s": baseline_step_s,
+        "speedup": round(baseline_step_s / step_s, 3) if step_s and baseline_step_s else None,
+        "first_step_s": first_s, "same_machine_1gpu_first_step_s": baseline_first_s,
+        "first_step_speedup": round(baseline_first_s / first_s, 3) if first_s and baseline_first_s else None,
+        "generate_s": part("time/generate"), "teacher_s": part("time/teacher"),
+        "train_s": part("time/train"), "weight_sync_s": part("time/weight_sync"), "note": why,
         "log": str(log.relative_to(next(p for p in log.parents if p.name == "results").parent)),
     }
 
@@ -160,9 +162,10 @@ def machine_folders(folder: Path) -> list[Path]:
     return sorted(p for p in folder.iterdir() if p.is_dir() and (p / "machine.json").exists())
 
 
-def machine_rows(machine: Path, partial_seeds: bool) -> list[dict[str, Any]]:
-    """One machine's layout rows, each against that machine's one-GPU step (and its first step, for a layout that
-    logged only its first step: `partial_seeds`)."""
+def machine_rows(machine: Path, measured_elsewhere: frozenset[str] = frozenset()) -> list[dict[str, Any]]:
+    """One machine's layout rows, each against that machine's one-GPU step; a layout of its phases that left a trainer
+    log but no record (its machine was lost mid-run) from that log (`partial_row`), unless it logged only its warm-up
+    step and some machine measured it in full (`measured_elsewhere`)."""
     records = {json.loads(p.read_text())["layout"]: json.loads(p.read_text())
                for p in sorted(machine.glob("layout_*.json"))}
     if not records:
@@ -171,12 +174,17 @@ def machine_rows(machine: Path, partial_seeds: bool) -> list[dict[str, Any]]:
         raise FileNotFoundError(f"{machine}: no layout_{BASELINE}.json (the same machine's one-GPU step)")
     baseline = layout_row(records[BASELINE], None)["step_s"]
     rows = [{"machine": machine.name, **layout_row(records[name], baseline)} for name in records]
-    partial = machine / "logs" / "layout-4gpu-seeds-trainer.log"
-    if partial_seeds and partial.exists() and "4gpu-seeds" not in records:
-        rows.append({"machine": machine.name, **partial_row(
-            "4gpu-seeds", 4, partial, first_step_s(records[BASELINE]),
-            "the seeds' layout (configs/qwen3-8b-4gpu.yaml: 2 data-parallel student engines, trainer, teacher server): "
-            "its machine was lost during step 2, so only the first step (one-time warm-up included) is measured")})
+    phases = json.loads((machine / "machine.json").read_text()).get("phases", {})
+    jobs = {job: gpus for phase in phases.values() for job, gpus in phase.items()}
+    for name, gpus in jobs.items():
+        log = machine / "logs" / f"layout-{name}-trainer.log"
+        if name in records or not log.exists():
+            continue
+        row = partial_row(name, len(gpus.split(",")), log, baseline, first_step_s(records[BASELINE]),
+                          f"its machine was lost after {len(logged_steps(log))} logged step(s), before it wrote its "
+                          "record: figures from its trainer log (no busy fractions or peak memory)")
+        if row["steps_measured"] or name not in measured_elsewhere:
+            rows.append({"machine": machine.name, **row})
     return rows
 
 
@@ -191,13 +199,13 @@ def summary(root: Path) -> dict[str, Any]:
     machines = machine_folders(folder)
     if not machines:
         raise FileNotFoundError(f"{folder}: no MACHINE/machine.json (python -m arc_experiments.gpu multigpu's output)")
-    seeds_measured = any((m / "layout_4gpu-seeds.json").exists() for m in machines)
+    measured = frozenset(json.loads(p.read_text())["layout"] for m in machines for p in m.glob("layout_*.json"))
     result: dict[str, Any] = {
         "machines": {m.name: json.loads((m / "machine.json").read_text()) for m in machines},
         "workload": "configs/qwen3-8b-*.yaml: the random Qwen3-8B shape, LoRA r16, 32 episodes of 6 turns x 768 tokens"
                     " per step, every turn forced to its cap (benchmark_full_turns); step figures: mean of steps 2+;"
                     " each row against the one-GPU step of its own machine",
-        "layouts": [row for m in machines for row in machine_rows(m, not seeds_measured)],
+        "layouts": [row for m in machines for row in machine_rows(m, measured)],
     }
     for key, name in (("drills", "drills.json"), ("engine_check", "engine_check.json")):
         found = newest(machines, name)

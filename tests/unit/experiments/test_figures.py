@@ -110,11 +110,49 @@ def test_a_partial_layout_reads_its_first_step_from_the_trainer_log(tmp_path):
 
     log = tmp_path / "results" / "gpu_multigpu" / "logs" / "t.log"
     log.parent.mkdir(parents=True)
-    log.write_text("loading\n{'loss': '0', 'time/generate': '29.01', 'time/step': '58.97', 'time/train': '25.1'}\n"
-                   "{'time/step': '70'}\n")
-    row = partial_row("4gpu-seeds", 4, log, 61.4, "lost")
+    log.write_text("loading\n{'loss': '0', 'time/generate': '29.01', 'time/step': '58.97', 'time/train': '25.1'}\n")
+    row = partial_row("4gpu-seeds", 4, log, 62.0, 61.4, "lost")
     assert row["first_step_s"] == 58.97 and row["generate_s"] == 29.01 and row["step_s"] is None
+    assert row["steps_measured"] == 0 and row["speedup"] is None
     assert row["first_step_speedup"] == round(61.4 / 58.97, 3) and row["log"] == "results/gpu_multigpu/logs/t.log"
+
+
+def test_a_partial_layout_measures_the_steps_its_log_printed_after_the_first(tmp_path):
+    """Machine 7's synchronous 2-GPU server run was cut off in step 3: steps 2+ from its log are measured as a
+    record's (mean, against the same machine's one-GPU step), the first kept apart as warm-up."""
+    from arc_experiments.figures.multigpu import partial_row
+
+    log = tmp_path / "results" / "gpu_multigpu" / "logs" / "t.log"
+    log.parent.mkdir(parents=True)
+    log.write_text("{'time/generate': '32.0', 'time/step': '62.5', 'time/train': '23.0'}\nnoise\n"
+                   "{'loss': '0.1', 'time/generate': '33.5', 'time/step': '64.0', 'time/train': '24.5'}\n"
+                   "{'time/generate': '34.5', 'time/step': '66.0', 'time/train': '25.5'}\n")
+    row = partial_row("2gpu-server", 2, log, 65.0, 63.0, "lost")
+    assert (row["steps_measured"], row["step_s"], row["first_step_s"]) == (2, 65.0, 62.5)
+    assert row["speedup"] == 1.0 and row["generate_s"] == 34.0 and row["train_s"] == 25.0
+
+
+def test_a_lost_layout_of_a_machines_phases_gets_a_row_from_its_log_unless_only_warm_up_and_measured_elsewhere(
+        tmp_path):
+    import json as _json
+
+    from arc_experiments.figures.multigpu import machine_rows
+
+    machine = tmp_path / "results" / "gpu_multigpu" / "7_m"
+    (machine / "logs").mkdir(parents=True)
+    (machine / "machine.json").write_text(_json.dumps({"phases": {"S": {"1gpu-colocate": "0"},
+                                                                  "U": {"2gpu-server": "0,1"},
+                                                                  "D": {"4gpu-seeds": "0,1,2,3"}}}))
+    per_step = [{"step": i + 1, "time/step": t} for i, t in enumerate([70.0, 66.0, 64.0])]
+    (machine / "layout_1gpu-colocate.json").write_text(_json.dumps(
+        {"layout": "1gpu-colocate", "gpus": 1, "config": "c", "exit_code": 0, "run_summary": {"per_step": per_step}}))
+    (machine / "logs" / "layout-2gpu-server-trainer.log").write_text("{'time/step': '62'}\n{'time/step': '60'}\n")
+    (machine / "logs" / "layout-4gpu-seeds-trainer.log").write_text("{'time/step': '59'}\n")
+    rows = {row["layout"]: row for row in machine_rows(machine)}
+    assert rows["2gpu-server"]["speedup"] == round(65.0 / 60.0, 3) and rows["2gpu-server"]["gpus"] == 2
+    assert rows["4gpu-seeds"]["first_step_speedup"] == round(70.0 / 59.0, 3)
+    assert "4gpu-seeds" not in {row["layout"] for row in machine_rows(machine, frozenset({"4gpu-seeds"}))}
+    assert "2gpu-server" in {row["layout"] for row in machine_rows(machine, frozenset({"2gpu-server"}))}
 
 
 def test_server_learning_scores_each_run_at_each_evaluated_step():
