@@ -10,6 +10,8 @@
 #   size): bash tools/gpu_box/queue.sh stash .gpu4 (and .gpu5); pip then finds them offline (PIP_FIND_LINKS)
 #   call 3 (carry .gpu3):            bash tools/gpu_box/queue.sh start $OUT STAGE... [--seed N ...] # unpack, start
 #   later calls:                     LIMIT=540 bash tools/gpu_box/queue.sh watch $OUT   # call timeout >= LIMIT + 30
+#   keep LIMIT + 30 under the session's device time left (a call the budget cuts short brings nothing back), and
+#   make the next call at once (an idle machine is taken back within ~30 s, and the queue with it)
 # On a machine with everything installed, run the stages directly: python -m arc_experiments.gpu STAGE... --out DIR.
 set -uo pipefail
 verb=${1:?stash|start|watch}; out=${2:?folder}; shift 2
