@@ -24,7 +24,7 @@ from dataclasses import replace
 from pathlib import Path
 
 from arc_experiments.gpu.measure_stages import PY, shape_8b
-from arc_experiments.gpu.runner import Context, failed, header, run, start, stop
+from arc_experiments.gpu.runner import Context, failed, gpu_ids, header, run, start, stop
 
 ZERO = "accelerate_configs/zero{}.yaml"
 ASYNC = ("--async_rollouts", "1")
@@ -95,11 +95,6 @@ PHASES = {  # label -> {job: GPUs}: a layout (LAYOUTS), a check or drill, or the
     "Q": {"learning-server-s1": "0,1", "learning-server-async1-s1": "2,3"},
     "R": {"learning-server-s2": "0,1", "learning-server-async1-s2": "2,3"},
 }
-
-
-def _gpu_ids() -> list[str]:
-    query = ["nvidia-smi", "--query-gpu=index", "--format=csv,noheader"]
-    return subprocess.run(query, capture_output=True, text=True).stdout.split()
 
 
 def shape_06b(ctx: Context) -> tuple[int, str]:
@@ -272,7 +267,7 @@ def multigpu(ctx: Context) -> int:
         topology = subprocess.run(["nvidia-smi", "topo", "-m"], capture_output=True, text=True).stdout
         path = ctx.out / "multigpu" / "machine.json"
         before = json.loads(path.read_text()).get("phases", {}) if path.exists() else {}  # an earlier start's
-        machine = {"versions_and_gpu": header(), "gpu_count": len(_gpu_ids()), "topology": topology.splitlines(),
+        machine = {"versions_and_gpu": header(), "gpu_count": len(gpu_ids()), "topology": topology.splitlines(),
                    "phases": {**before, **{label: PHASES[label] for label in chosen}}}
         path.write_text(json.dumps(machine, indent=1))
     jobs = {name for label in chosen for name in PHASES[label]}

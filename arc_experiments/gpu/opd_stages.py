@@ -7,12 +7,13 @@ the recipes, machine 2 ran the held-out arms from a student of its own):
 2. `opd-heldout`: the student, the teacher again, then each arm with its chosen recipe x 3 seeds and GRPO alone beside
    them on the held-out tasks; records under OUT/opd/heldout and the figures (OUT/opd/summary.json, opd_report.py).
 
-Runs go two at a time (each colocated vLLM at vllm_gpu_memory_utilization 0.3; a run peaked at 26.9 GiB of the 79.6
-on machine 3, so a third does not fit), the next one starting once the one before has logged a step; a run that needs
-the teacher waits for it. In opd-heldout the teacher trains alone first, then the arms' runs go two at a time in
-seed-major order (s0_* of every arm, then s1_*, s2_*), so each held-out run shares the GPU only with other arms'
-held-out runs (its record names them: `neighbours`) and its step times (`wall_s`) are comparable across arms. Each run
-is stopped at its time limit (opd_budget.LIMIT_FACTOR x its estimate; exit code 124) and the stage goes on.
+Runs go two at a time on a GPU (each colocated vLLM at vllm_gpu_memory_utilization 0.3; a run peaked at 26.9 GiB of the
+79.6 on machine 3, so a third does not fit), on every GPU of a machine with several (`pool_gpus`), the next one starting
+once the one before has logged a step; a run that needs the teacher waits for it. In opd-heldout the teacher trains
+alone first, then the arms' runs go two at a time in seed-major order (s0_* of every arm, then s1_*, s2_*), so each
+held-out run shares the GPU only with other arms' held-out runs (its record names them: `neighbours`) and its step times
+(`wall_s`) are comparable across arms. Each run is stopped at its time limit (opd_budget.LIMIT_FACTOR x its estimate;
+exit code 124) and the stage goes on.
 """
 
 from __future__ import annotations
@@ -24,7 +25,7 @@ from pathlib import Path
 
 from arc_experiments.gpu.measure_stages import PY
 from arc_experiments.gpu.opd_budget import CONFIG_S, LIMIT_FACTOR, calibration, estimate_lines, run_cost
-from arc_experiments.gpu.runner import ROOT, Context, failed, first_step, run, start, stop
+from arc_experiments.gpu.runner import ROOT, Context, failed, first_step, gpu_ids, run, start, stop
 from arc_experiments.learning.opd_records import ARMS, RL_ARMS, TEACHER_GROUP, run_record, save_record
 
 SLOTS = 2
@@ -77,18 +78,21 @@ def _record(ctx: Context, job: Job, part: str, code: int, neighbours: list[str])
     save_record({**record, "exit_code": code, "neighbours": neighbours}, ctx.out / "opd", part)
 
 
-def pool(ctx: Context, jobs: list[Job], part: str, done: dict[str, int] | None = None) -> list[int]:
-    """Run `jobs` SLOTS at a time in their order, each once its needs (jobs here, or earlier ones with their exit
-    codes in `done`) have finished (a job whose need failed is skipped, exit code 2; one finished on an earlier call is
-    kept), each stopped at its `limit_s` (`stop`: exit code 124), each ended one's record written at once with its
-    exit code and its neighbours (the jobs' run names that ran beside it)."""
+def pool(ctx: Context, jobs: list[Job], part: str, done: dict[str, int] | None = None,
+         gpus: tuple[str, ...] = ("",)) -> list[int]:
+    """Run `jobs` SLOTS at a time on each of `gpus` in their order, each once its needs (jobs here, or earlier ones
+    with their exit codes in `done`) have finished (a job whose need failed is skipped, exit code 2; one finished on an
+    earlier call is kept), each stopped at its `limit_s` (`stop`: exit code 124), each ended one's record written at
+    once with its exit code and its neighbours (the runs that shared its GPU at some point). `gpus`: ("",) for the one
+    GPU of the process's environment, else nvidia-smi's numbers, a job on the GPU with the fewest running
+    (CUDA_VISIBLE_DEVICES)."""
     codes: dict[str, int] = dict(done or {})
     codes.update({j.name: 0 for j in jobs if (j.output_dir / "run_summary.json").exists() and not ctx.dry_run})
     pending = [j for j in jobs if j.name not in codes]
-    running: dict[str, tuple[Job, subprocess.Popen | None, float]] = {}
+    running: dict[str, tuple[Job, subprocess.Popen | None, float, str]] = {}
     beside: dict[str, list[str]] = {}
     while pending or running:
-        for job, process, started in list(running.values()):
+        for job, process, started, _ in list(running.values()):
             if process is not None and process.poll() is None:
                 if time.time() - started <= job.limit_s:
                     continue
@@ -106,20 +110,29 @@ def pool(ctx: Context, jobs: list[Job], part: str, done: dict[str, int] | None =
             codes[job.name] = 2
             pending.remove(job)
         ready = [j for j in pending if all(n in codes for n in j.needs)]
-        if ready and len(running) < SLOTS:
+        load = {gpu: [entry for entry in running.values() if entry[3] == gpu] for gpu in gpus}
+        gpu = min(gpus, key=lambda g: len(load[g]))
+        if ready and len(load[gpu]) < SLOTS:
             job = ready[0]
             pending.remove(job)
-            process = start(ctx, job.name, [PY, "-m", "arc_trl", "train", "--config", str(job.config)])
-            beside[job.name] = [other.run for other, _, _ in running.values()]
-            for other, _, _ in running.values():
+            env = {"CUDA_VISIBLE_DEVICES": gpu} if gpu else None
+            process = start(ctx, job.name, [PY, "-m", "arc_trl", "train", "--config", str(job.config)], env)
+            beside[job.name] = [other.run for other, *_ in load[gpu]]
+            for other, *_ in load[gpu]:
                 beside[other.name].append(job.run)
-            running[job.name] = (job, process, time.time())
+            running[job.name] = (job, process, time.time(), gpu)
             first_step(ctx.work / "logs" / f"{job.name}.log", process)
         elif not running and pending:  # waiting on a need that is no job here
             raise SystemExit(f"opd: {[j.name for j in pending]} need {sorted({n for j in pending for n in j.needs})}")
         elif running and not ctx.dry_run:
             time.sleep(5)
     return [codes[j.name] for j in jobs]
+
+
+def pool_gpus(ctx: Context) -> tuple[str, ...]:
+    """The GPUs a pool spreads its runs over: every GPU of a machine with several, else ("",) (the environment's)."""
+    found = [] if ctx.dry_run else gpu_ids()
+    return tuple(found) if len(found) > 1 else ("",)
 
 
 def _student(ctx: Context) -> int:
@@ -163,7 +176,7 @@ def opd_validation(ctx: Context) -> int:
     teacher = _sweep_jobs(configs / TEACHER, "opd-teacher", TEACHER_GROUP, "rl-teacher")
     arms = [f.stem.removeprefix("opd-sweep-") for f in sweeps]
     jobs = teacher + [j for f, arm in zip(sweeps, arms) for j in _sweep_jobs(f, arm, arm, arm, teacher[0].name)]
-    codes += pool(ctx, jobs, "validation")
+    codes += pool(ctx, jobs, "validation", gpus=pool_gpus(ctx))
     records = [PY, "-m", "arc_experiments.learning.opd_records", "write", str(work), "--part",
                "validation", "--out", str(ctx.out / "opd")]
     return failed(*codes, run(ctx, "opd-validation-records", 300, records))
@@ -191,7 +204,8 @@ def opd_heldout(ctx: Context) -> int:
                               needs=teacher[0].name), key=lambda j: j.name)  # seed-major: s0_* of every arm first
     # the teacher alone, then the arms: each held-out run beside other arms' held-out runs only (module docstring)
     teacher_codes = pool(ctx, teacher, "heldout")
-    codes += teacher_codes + pool(ctx, arms, "heldout", done={j.name: c for j, c in zip(teacher, teacher_codes)})
+    codes += teacher_codes + pool(ctx, arms, "heldout", done={j.name: c for j, c in zip(teacher, teacher_codes)},
+                                  gpus=pool_gpus(ctx))
     opd = ctx.out / "opd"
     records = [PY, "-m", "arc_experiments.learning.opd_records", "write", str(work), "--part", "heldout", "--out",
                str(opd)]

@@ -94,15 +94,27 @@ def run(
     return code
 
 
-def start(ctx: Context, name: str, command: list[str]) -> subprocess.Popen | None:
-    """Start `command` in the background, its output in WORK/logs/NAME.log (None in a dry run)."""
+def start(ctx: Context, name: str, command: list[str], env: dict[str, str] | None = None) -> subprocess.Popen | None:
+    """Start `command` in the background (`env` added to its environment), its output in WORK/logs/NAME.log (None in
+    a dry run)."""
     ctx.commands.append(command)
-    print(f"== {name} (background): {shlex.join(command)}", flush=True)
+    shown = "".join(f"{key}={value} " for key, value in (env or {}).items())
+    print(f"== {name} (background): {shown}{shlex.join(command)}", flush=True)
     if ctx.dry_run:
         return None
     (ctx.work / "logs").mkdir(parents=True, exist_ok=True)
     log = open(ctx.work / "logs" / f"{name}.log", "w")  # noqa: SIM115  closed with the process
-    return subprocess.Popen(command, stdout=log, stderr=subprocess.STDOUT, cwd=ROOT, env={**os.environ, **ENV})
+    return subprocess.Popen(command, stdout=log, stderr=subprocess.STDOUT, cwd=ROOT,
+                            env={**os.environ, **ENV, **(env or {})})
+
+
+def gpu_ids() -> list[str]:
+    """The machine's GPUs as nvidia-smi numbers them (none where nvidia-smi is missing)."""
+    try:
+        query = ["nvidia-smi", "--query-gpu=index", "--format=csv,noheader"]
+        return subprocess.run(query, capture_output=True, text=True).stdout.split()
+    except FileNotFoundError:
+        return []
 
 
 GRACE_S = 120  # a stopped run's SIGTERM grace before it is killed (the runner's own stop of its servers: <= 80 s)

@@ -79,7 +79,7 @@ def test_the_pool_runs_two_at_a_time_waits_for_the_teacher_and_skips_what_needs_
     codes = {"teacher": 1, "peer": 0, "control": 0, "rl": 0}
     running: set[str] = set()
 
-    def fake_start(ctx, name, command):
+    def fake_start(ctx, name, command, env=None):
         running.add(name)
         assert len(running) <= opd_stages.SLOTS, running
         events.append(f"start {name}")
@@ -150,7 +150,7 @@ def _fake_gpu(monkeypatch, durations) -> tuple[_Clock, list, dict]:
     ends [(time, "start"/"end", name)], the records {name: (exit code, neighbours)}."""
     clock, events, records, running = _Clock(), [], {}, set()
 
-    def fake_start(ctx, name, command):
+    def fake_start(ctx, name, command, env=None):
         running.add(name)
         assert len(running) <= opd_stages.SLOTS, running
         events.append((clock.now, "start", name))
@@ -167,6 +167,7 @@ def _fake_gpu(monkeypatch, durations) -> tuple[_Clock, list, dict]:
     monkeypatch.setattr(opd_stages, "first_step", lambda log, process: None)
     monkeypatch.setattr(opd_stages, "_record", fake_record)
     monkeypatch.setattr(opd_stages, "time", clock)
+    monkeypatch.setattr(opd_stages, "gpu_ids", lambda: [])  # a one-GPU pool, whatever this machine has
     return clock, events, records
 
 
@@ -210,7 +211,7 @@ def test_a_run_past_its_limit_is_stopped_with_124_and_the_others_records_are_wri
     ctx = Context(out=tmp_path / "out", work=tmp_path / "work")
     processes = {}
     start = opd_stages.start
-    monkeypatch.setattr(opd_stages, "start", lambda c, n, cmd: processes.setdefault(n, start(c, n, cmd)))
+    monkeypatch.setattr(opd_stages, "start", lambda c, n, cmd, env=None: processes.setdefault(n, start(c, n, cmd)))
     assert opd_stages.pool(ctx, [job("hung", 600), job("quick", 600), job("after", 600)], "p") == [124, 0, 0]
     assert list(records) == ["quick", "after", "hung"] and records["hung"] == (124, ["quick", "after"])
     # stopped at the first poll past 600 s (every 5 s), SIGTERM ignored for GRACE_S, then killed
@@ -244,3 +245,35 @@ def test_the_stages_need_the_smollm2_configs_and_the_works_student(tmp_path):
         opd_stages.opd_validation(Context(out=tmp_path, dry_run=True))
     with pytest.raises(SystemExit, match="not this --work's student"):
         opd_stages.opd_heldout(Context(out=tmp_path, work=tmp_path / "w", configs="configs/gpu/smollm2"))
+
+
+def test_on_several_gpus_the_pool_runs_two_a_gpu_and_a_runs_neighbours_are_those_on_its_gpu(tmp_path, monkeypatch):
+    """A 2-GPU machine runs 4 at a time (an OPD stage in about half the wall-clock), each run pinned to one GPU by
+    CUDA_VISIBLE_DEVICES, no GPU ever holding more than SLOTS; a run's neighbours shared its GPU."""
+    clock, gpu_of, on_gpu, records, most = _Clock(), {}, {"0": set(), "1": set()}, {}, [0]
+
+    def fake_start(ctx, name, command, env=None):
+        gpu = env["CUDA_VISIBLE_DEVICES"]
+        gpu_of[name] = gpu
+        on_gpu[gpu].add(name)
+        assert len(on_gpu[gpu]) <= opd_stages.SLOTS, on_gpu
+        most[0] = max(most[0], sum(len(names) for names in on_gpu.values()))
+        return _Timed(clock, {"a": 100, "b": 300, "c": 100, "d": 300, "e": 100, "f": 100}[name],
+                      lambda: on_gpu[gpu].discard(name))
+
+    monkeypatch.setattr(opd_stages, "start", fake_start)
+    monkeypatch.setattr(opd_stages, "first_step", lambda log, process: None)
+    monkeypatch.setattr(opd_stages, "_record", lambda ctx, job, part, code, beside: records.update({job.name: beside}))
+    monkeypatch.setattr(opd_stages, "time", clock)
+    monkeypatch.setattr(opd_stages, "gpu_ids", lambda: ["0", "1"])
+    job = lambda name: opd_stages.Job(name, name, tmp_path / name / "config.yaml", tmp_path / name, "g", name)  # noqa
+    ctx = Context(out=tmp_path / "out", work=tmp_path / "work")
+    names = ["a", "b", "c", "d", "e", "f"]
+    assert opd_stages.pool_gpus(ctx) == ("0", "1")
+    assert opd_stages.pool(ctx, [job(n) for n in names], "p", gpus=opd_stages.pool_gpus(ctx)) == [0] * 6
+    assert most[0] == 2 * opd_stages.SLOTS and clock.now < 100 + 300 + 100  # 4 at a time: faster than 2 at a time
+    assert (gpu_of["a"], gpu_of["b"], gpu_of["c"], gpu_of["d"]) == ("0", "1", "0", "1")  # the emptier GPU first
+    assert all(gpu_of[other] == gpu_of[name] for name, beside in records.items() for other in beside)
+    assert records["a"] == ["c"] and set(records["b"]) == {"d"} | {n for n in names if gpu_of[n] == "1"} - {"b"}
+    monkeypatch.setattr(opd_stages, "gpu_ids", lambda: ["0"])
+    assert opd_stages.pool_gpus(ctx) == ("",)  # one GPU: the environment's, no CUDA_VISIBLE_DEVICES set
