@@ -10,14 +10,15 @@ the recipes, machine 2 ran the held-out arms from a student of its own):
 Runs go two at a time on a GPU (each colocated vLLM at vllm_gpu_memory_utilization 0.3; a run peaked at 26.9 GiB of the
 79.6 on machine 3, so a third does not fit), on every GPU of a machine with several (`pool_gpus`), the next one starting
 once the one before has logged a step; a run that needs the teacher waits for it. In opd-heldout the teacher trains
-alone first, then the arms' runs go two at a time in seed-major order (s0_* of every arm, then s1_*, s2_*), so each
-held-out run shares the GPU only with other arms' held-out runs (its record names them: `neighbours`) and its step times
-(`wall_s`) are comparable across arms. Each run is stopped at its time limit (opd_budget.LIMIT_FACTOR x its estimate;
-exit code 124) and the stage goes on.
+alone first, then the arms' runs go two at a time on each GPU in seed-major order (s0_* of every arm, then s1_*, s2_*),
+so each held-out run shares the GPU only with other arms' held-out runs (its record names them: `neighbours`) and its
+step times (`wall_s`) are comparable across arms. Each run is stopped at its time limit (opd_budget.LIMIT_FACTOR x its
+estimate; exit code 124) and the stage goes on.
 """
 
 from __future__ import annotations
 
+import os
 import subprocess
 import time
 from dataclasses import dataclass
@@ -91,6 +92,7 @@ def pool(ctx: Context, jobs: list[Job], part: str, done: dict[str, int] | None =
     pending = [j for j in jobs if j.name not in codes]
     running: dict[str, tuple[Job, subprocess.Popen | None, float, str]] = {}
     beside: dict[str, list[str]] = {}
+    last_started: dict[str, tuple[Path, subprocess.Popen | None]] = {}  # per GPU: its newest run's log and process
     while pending or running:
         for job, process, started, _ in list(running.values()):
             if process is not None and process.poll() is None:
@@ -115,13 +117,15 @@ def pool(ctx: Context, jobs: list[Job], part: str, done: dict[str, int] | None =
         if ready and len(load[gpu]) < SLOTS:
             job = ready[0]
             pending.remove(job)
+            if gpu in last_started:  # its vLLM has taken its memory before another starts on the GPU
+                first_step(*last_started.pop(gpu))
             env = {"CUDA_VISIBLE_DEVICES": gpu} if gpu else None
             process = start(ctx, job.name, [PY, "-m", "arc_trl", "train", "--config", str(job.config)], env)
             beside[job.name] = [other.run for other, *_ in load[gpu]]
             for other, *_ in load[gpu]:
                 beside[other.name].append(job.run)
             running[job.name] = (job, process, time.time(), gpu)
-            first_step(ctx.work / "logs" / f"{job.name}.log", process)
+            last_started[gpu] = (ctx.work / "logs" / f"{job.name}.log", process)
         elif not running and pending:  # waiting on a need that is no job here
             raise SystemExit(f"opd: {[j.name for j in pending]} need {sorted({n for j in pending for n in j.needs})}")
         elif running and not ctx.dry_run:
@@ -130,8 +134,10 @@ def pool(ctx: Context, jobs: list[Job], part: str, done: dict[str, int] | None =
 
 
 def pool_gpus(ctx: Context) -> tuple[str, ...]:
-    """The GPUs a pool spreads its runs over: every GPU of a machine with several, else ("",) (the environment's)."""
-    found = [] if ctx.dry_run else gpu_ids()
+    """The GPUs a pool spreads its runs over: those CUDA_VISIBLE_DEVICES names, else every GPU of the machine, when
+    there are several; else ("",) (the environment's one GPU)."""
+    visible = os.environ.get("CUDA_VISIBLE_DEVICES")
+    found = [] if ctx.dry_run else [g.strip() for g in visible.split(",") if g.strip()] if visible else gpu_ids()
     return tuple(found) if len(found) > 1 else ("",)
 
 
@@ -184,8 +190,8 @@ def opd_validation(ctx: Context) -> int:
 
 def opd_heldout(ctx: Context) -> int:
     """Issue 41, machine 2 of 2 (~52 min): the student, the RL-trained teacher again (alone on the GPU), then each arm
-    with its validation-chosen recipe x 3 seeds and GRPO alone beside them on the held-out tasks, two at a time in
-    seed-major order, the records and the figures (OUT/opd)."""
+    with its validation-chosen recipe x 3 seeds and GRPO alone beside them on the held-out tasks, two at a time on
+    each GPU in seed-major order, the records and the figures (OUT/opd)."""
     configs, work = _files(ctx)
     _print_estimate(ctx, "opd-heldout", [configs / HELDOUT], commands=4, alone=(configs / TEACHER,))
     here = ctx.out / "opd" / "validation"

@@ -109,12 +109,14 @@ def start(ctx: Context, name: str, command: list[str], env: dict[str, str] | Non
 
 
 def gpu_ids() -> list[str]:
-    """The machine's GPUs as nvidia-smi numbers them (none where nvidia-smi is missing)."""
+    """The machine's GPUs as nvidia-smi numbers them (none where nvidia-smi is missing or fails: it prints its error
+    to stdout, "No devices were found")."""
     try:
         query = ["nvidia-smi", "--query-gpu=index", "--format=csv,noheader"]
-        return subprocess.run(query, capture_output=True, text=True).stdout.split()
+        done = subprocess.run(query, capture_output=True, text=True)
     except FileNotFoundError:
         return []
+    return [token for token in done.stdout.split() if token.isdigit()] if done.returncode == 0 else []
 
 
 GRACE_S = 120  # a stopped run's SIGTERM grace before it is killed (the runner's own stop of its servers: <= 80 s)

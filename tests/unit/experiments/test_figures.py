@@ -148,7 +148,13 @@ def test_a_lost_layout_of_a_machines_phases_gets_a_row_from_its_log_unless_only_
         {"layout": "1gpu-colocate", "gpus": 1, "config": "c", "exit_code": 0, "run_summary": {"per_step": per_step}}))
     (machine / "logs" / "layout-2gpu-server-trainer.log").write_text("{'time/step': '62'}\n{'time/step': '60'}\n")
     (machine / "logs" / "layout-4gpu-seeds-trainer.log").write_text("{'time/step': '59'}\n")
+    (machine / "logs" / "layout-4gpu-server-trainer.log").write_text("loading\n")  # lost before its first step
+    (machine / "machine.json").write_text(_json.dumps({"phases": {"S": {"1gpu-colocate": "0"},
+                                                                  "U": {"2gpu-server": "0,1"},
+                                                                  "D": {"4gpu-seeds": "0,1,2,3"},
+                                                                  "M": {"4gpu-server": "0,1,2,3"}}}))
     rows = {row["layout"]: row for row in machine_rows(machine)}
+    assert "4gpu-server" not in rows  # no logged step: no row
     assert rows["2gpu-server"]["speedup"] == round(65.0 / 60.0, 3) and rows["2gpu-server"]["gpus"] == 2
     assert rows["4gpu-seeds"]["first_step_speedup"] == round(70.0 / 59.0, 3)
     assert "4gpu-seeds" not in {row["layout"] for row in machine_rows(machine, frozenset({"4gpu-seeds"}))}

@@ -274,6 +274,47 @@ def test_on_several_gpus_the_pool_runs_two_a_gpu_and_a_runs_neighbours_are_those
     assert most[0] == 2 * opd_stages.SLOTS and clock.now < 100 + 300 + 100  # 4 at a time: faster than 2 at a time
     assert (gpu_of["a"], gpu_of["b"], gpu_of["c"], gpu_of["d"]) == ("0", "1", "0", "1")  # the emptier GPU first
     assert all(gpu_of[other] == gpu_of[name] for name, beside in records.items() for other in beside)
-    assert records["a"] == ["c"] and set(records["b"]) == {"d"} | {n for n in names if gpu_of[n] == "1"} - {"b"}
+    assert records["a"] == ["c"] and records["b"] == ["d"]  # e and f went to GPU 0, freed first
     monkeypatch.setattr(opd_stages, "gpu_ids", lambda: ["0"])
     assert opd_stages.pool_gpus(ctx) == ("",)  # one GPU: the environment's, no CUDA_VISIBLE_DEVICES set
+
+
+def test_on_two_gpus_the_stages_spread_the_runs_but_the_held_out_teacher_trains_alone(tmp_path, monkeypatch):
+    configs, work = ROOT / "configs" / "gpu" / "smollm2", tmp_path / "work"
+    pools: list[tuple[str, tuple[str, ...]]] = []
+
+    def fake_pool(ctx, jobs, part, done=None, gpus=("",)):
+        pools.extend((job.name, gpus) for job in jobs)
+        return [0] * len(jobs)
+
+    def fake_run(ctx, name, limit, command):
+        if name == "opd-arms-file":
+            work.mkdir(parents=True, exist_ok=True)
+            shutil.copy(configs / "opd-heldout.yaml", command[command.index("--out") + 1])
+        return 0
+
+    monkeypatch.setattr(opd_stages, "_files", lambda ctx: (configs, work))
+    monkeypatch.setattr(opd_stages, "run", fake_run)
+    monkeypatch.setattr(opd_stages, "pool", fake_pool)
+    monkeypatch.setattr(opd_stages, "gpu_ids", lambda: ["0", "1"])
+    monkeypatch.delenv("CUDA_VISIBLE_DEVICES", raising=False)
+    ctx = Context(out=tmp_path / "out", work=tmp_path / "w", configs="configs/gpu/smollm2")
+    (ctx.out / "opd" / "validation").mkdir(parents=True)
+    assert opd_stages.opd_heldout(ctx) == 0 and opd_stages.opd_validation(ctx) == 0
+    teacher = [gpus for name, gpus in pools if name.startswith("opd-teacher")]
+    assert teacher[0] == ("",) and teacher[1] == ("0", "1")  # held-out: alone on GPU 0; validation: in the pool
+    assert all(gpus == ("0", "1") for name, gpus in pools if not name.startswith("opd-teacher"))
+    monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "2,3")  # a host that gave this process two of its GPUs
+    assert opd_stages.pool_gpus(ctx) == ("2", "3")
+
+
+def test_gpu_ids_are_nvidia_smis_numbers_or_none_when_it_fails(monkeypatch):
+    import subprocess
+
+    def fake(stdout, code):
+        return lambda *a, **k: subprocess.CompletedProcess(a, code, stdout=stdout, stderr="")
+
+    monkeypatch.setattr(runner.subprocess, "run", fake("0\n1\n", 0))
+    assert runner.gpu_ids() == ["0", "1"]
+    monkeypatch.setattr(runner.subprocess, "run", fake("No devices were found\n", 6))
+    assert runner.gpu_ids() == []
