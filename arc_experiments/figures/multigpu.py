@@ -178,10 +178,11 @@ def machine_rows(machine: Path, measured_elsewhere: frozenset[str] = frozenset()
     jobs = {job: gpus for phase in phases.values() for job, gpus in phase.items()}
     for name, gpus in jobs.items():
         log = machine / "logs" / f"layout-{name}-trainer.log"
-        if name in records or not log.exists() or not logged_steps(log):
+        logged = 0 if name in records or not log.exists() else len(logged_steps(log))
+        if not logged:
             continue
         row = partial_row(name, len(gpus.split(",")), log, baseline, first_step_s(records[BASELINE]),
-                          f"its machine was lost after {len(logged_steps(log))} logged step(s), before it wrote its "
+                          f"its machine was lost after {logged} logged step(s), before it wrote its "
                           "record: figures from its trainer log (busy fractions and peak memory not in this row)")
         if row["steps_measured"] or name not in measured_elsewhere:
             rows.append({"machine": machine.name, **row})

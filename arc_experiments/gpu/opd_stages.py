@@ -136,8 +136,10 @@ def pool(ctx: Context, jobs: list[Job], part: str, done: dict[str, int] | None =
 def pool_gpus(ctx: Context) -> tuple[str, ...]:
     """The GPUs a pool spreads its runs over: those CUDA_VISIBLE_DEVICES names, else every GPU of the machine, when
     there are several; else ("",) (the environment's one GPU)."""
+    if ctx.dry_run:
+        return ("",)
     visible = os.environ.get("CUDA_VISIBLE_DEVICES")
-    found = [] if ctx.dry_run else [g.strip() for g in visible.split(",") if g.strip()] if visible else gpu_ids()
+    found = [g.strip() for g in visible.split(",") if g.strip()] if visible else gpu_ids()
     return tuple(found) if len(found) > 1 else ("",)
 
 
