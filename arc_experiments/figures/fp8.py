@@ -7,10 +7,12 @@ paired by machine and seed."""
 from __future__ import annotations
 
 import json
+import re
+import shlex
 from pathlib import Path
 from typing import Any
 
-from arc_experiments.figures.multigpu import _mean, measured_steps, paired_learning
+from arc_experiments.figures.multigpu import _mean, logged_steps, measured_steps, paired_learning
 from arc_experiments.figures.records import load_record, record_paths
 
 FOLDER = "results/gpu_fp8"
@@ -30,6 +32,8 @@ def rollout_row(record: dict[str, Any]) -> dict[str, Any]:
 
     peaks = [s["memory/device_peak_gib"] for s in (record.get("run_summary") or {}).get("per_step") or []
              if s.get("memory/device_peak_gib") is not None]
+    ratio_min = [s["sampling/importance_sampling_ratio/min"] for s in steps
+                 if s.get("sampling/importance_sampling_ratio/min") is not None]
     return {
         "name": record["name"], "rollout_dtype": record["rollout_dtype"], "kv_cache_dtype": record["kv_cache_dtype"],
         "exit_code": record["exit_code"], "steps_measured": len(steps),
@@ -38,13 +42,49 @@ def rollout_row(record: dict[str, Any]) -> dict[str, Any]:
         "sampling_logp_difference": part("sampling/sampling_logp_difference/mean"),
         "sampling_logp_difference_max": part("sampling/sampling_logp_difference/max"),
         "is_masked_frac": part("sampling/masked_frac"), "is_clipped_frac": part("sampling/clipped_frac"),
+        # the IS weights themselves: a `*_mask` mode masks only ratios above its cap, so a ratio near 0 (a
+        # sequence-level ratio over thousands of tokens) weighs its episode down without counting as masked
+        "is_ratio_mean": part("sampling/importance_sampling_ratio/mean"),
+        "is_ratio_min": min(ratio_min) if ratio_min else None,
         "peak_gib": round(max(peaks), 1) if peaks else None,
+        **{key: record[key] for key in ("note", "log") if key in record},
     }
 
 
+QUEUE_RUN = re.compile(r"^== (8b-rollout-[\w-]+): (.+)$", re.MULTILINE)  # the queue log's line for each run it started
+
+
+def lost_records(machine: Path, recorded: set[str]) -> list[dict[str, Any]]:
+    """The runs the machine's queue started (queue.log's `== NAME: COMMAND` lines) that left a trainer log
+    (logs/NAME.log) with logged steps but no rollout_NAME.json, because the machine was taken back mid-run: a record
+    like `write_rollout_record`'s with the settings from the command and the steps from the log (no exit code)."""
+    queue_log = machine / "queue.log"
+    commands = dict(QUEUE_RUN.findall(queue_log.read_text())) if queue_log.exists() else {}
+    records = []
+    for name, command in commands.items():
+        log = machine / "logs" / f"{name}.log"
+        steps = logged_steps(log) if name not in recorded and log.exists() else []
+        if not steps:
+            continue
+        words = shlex.split(command)
+        settings = dict(zip(words, words[1:]))
+        records.append({
+            "name": name, "rollout_dtype": settings.get("--vllm_rollout_dtype", "bf16"),
+            "kv_cache_dtype": settings.get("--vllm_kv_cache_dtype", "auto"), "exit_code": None,
+            "run_summary": {"per_step": [{"step": i, **step} for i, step in enumerate(steps, 1)]},
+            "note": f"the queue lost its machine after {len(steps)} logged step(s), before the run wrote its record: "
+                    "figures from its trainer log (TRL's logged values, 4 significant digits)",
+            "log": f"{machine.name}/logs/{log.name}",
+        })
+    return records
+
+
 def machine_rows(machine: Path) -> list[dict[str, Any]]:
-    """A machine's runs, each with its speed-ups over that machine's bf16 run and the targets."""
-    rows = [rollout_row(json.loads(p.read_text())) for p in sorted(machine.glob("rollout_*.json"))]
+    """A machine's runs, each with its speed-ups over that machine's bf16 run and the targets; a run the machine lost
+    from its trainer log (`lost_records`)."""
+    records = [json.loads(p.read_text()) for p in sorted(machine.glob("rollout_*.json"))]
+    records += lost_records(machine, {record["name"] for record in records})
+    rows = [rollout_row(record) for record in records]
     base = next((r for r in rows if r["rollout_dtype"] == "bf16" and r["kv_cache_dtype"] == "auto"), None)
     if rows and base is None:
         raise FileNotFoundError(f"{machine}: no bf16 rollout_*.json (the same machine's baseline)")
@@ -93,16 +133,40 @@ def layout_rows(multigpu: Path) -> list[dict[str, Any]]:
     return rows
 
 
+SYNC_CHECKS = {"fp8_sync_check.json": "fp8 weights, hook", "fp8_sync_check_kv.json": "fp8 weights + fp8 kv, hook",
+               "fp8_sync_no_hook.json": "fp8 weights, TRL's plain sync (expected to fail)"}
+
+
+def sync_checks(machines: list[Path]) -> dict[str, Any]:
+    """benchmarks/fp8_sync_check.py's verdicts (`python -m arc_experiments.gpu fp8-sync`) per machine: whether the
+    synced FP8 engine gave the fresh FP8 engine's greedy tokens and log-probs, whether the weights moved (the premise),
+    the plain sync's error, the FP8 - bf16 log-prob gap of fresh engines."""
+    found = {}
+    for machine in machines:
+        for name, what in SYNC_CHECKS.items():
+            if (machine / name).exists():
+                check = json.loads((machine / name).read_text())
+                found[f"{machine.name}/{name}"] = {
+                    "what": what, "passed": check["passed"], "premise_weights_moved": check["premise_weights_moved"],
+                    "synced_vs_fresh_fp8_max_abs_logp": check.get("synced_vs_fresh_fp8_max_abs_logp"),
+                    "fresh_fp8_vs_bf16_max_abs_logp": check.get("fresh_fp8_vs_bf16_max_abs_logp"),
+                    "sync_error": check.get("sync_error"), "device": check["device"], "vllm": check["vllm"]}
+    return found
+
+
 def summary(root: Path) -> dict[str, Any]:
-    """`fp8_rollouts` (rows, targets, command), `fp8_layouts` (the multigpu stage's FP8 layouts beside their bf16
-    twins) and `fp8_learning`; "not measured" where nothing is committed."""
+    """`fp8_sync` (the GPU sync checks), `fp8_rollouts` (rows, targets, command), `fp8_layouts` (the multigpu
+    stage's FP8 layouts beside their bf16 twins) and `fp8_learning`; "not measured" where nothing is committed."""
     folder = root / FOLDER
     machines = sorted(p for p in folder.iterdir() if p.is_dir()) if folder.is_dir() else []
     rows = [row for machine in machines for row in machine_rows(machine)]
     layouts = layout_rows(root / "results" / "gpu_multigpu")
     arms = {f"{m.name}/{name}": (m.name, load_record(path))
             for m in machines for name, path in record_paths(m, "server_learning_colocate*").items()}
+    checks = sync_checks(machines)
     return {
+        "fp8_sync": checks or (
+            f"not measured: no {FOLDER}/MACHINE/fp8_sync_*.json (python -m arc_experiments.gpu fp8-sync)"),
         "fp8_rollouts": {"rows": rows, "targets": TARGETS, "command": COMMAND} if rows else (
             f"not measured: no {FOLDER}/MACHINE/rollout_*.json (python -m arc_experiments.gpu fp8-8b)"),
         "fp8_layouts": {"rows": layouts, "command": "python -m arc_experiments.gpu multigpu --only F8 --out OUT"}

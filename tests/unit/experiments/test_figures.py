@@ -59,6 +59,7 @@ def test_check_names_the_keys_of_a_stale_summary_and_a_write_makes_it_current(tm
                                           (ROOT / "results" / "gpu_profiles").glob("speed_*.json"))):
         (tmp_path / path).parent.mkdir(parents=True, exist_ok=True)
         shutil.copy(ROOT / path, tmp_path / path)
+    shutil.copytree(ROOT / "results" / "gpu_fp8", tmp_path / "results" / "gpu_fp8")  # the FP8 entries' inputs
     assert main(["step", "--check", "--root", str(tmp_path)]) == 0
     inputs = tmp_path / "results" / "gpu_step_speed" / "summary_inputs.json"
     inputs.write_text(json.dumps({**json.loads(inputs.read_text()), "date": "2026-12-31"}))
@@ -369,6 +370,54 @@ def test_fp8_rows_are_against_the_same_machines_bf16_run_with_the_issues_targets
     (machine / "rollout_8b-rollout-bf16.json").unlink()  # a machine without its bf16 baseline is refused
     with pytest.raises(FileNotFoundError, match="no bf16"):
         fp8.summary(tmp_path)
+
+
+def test_the_fp8_sync_checks_verdicts_are_in_the_summary_per_machine(tmp_path):
+    from arc_experiments.figures import fp8
+
+    assert fp8.summary(tmp_path)["fp8_sync"].startswith("not measured")
+    machine = tmp_path / fp8.FOLDER / "1_h100"
+    machine.mkdir(parents=True)
+    common = {"premise_weights_moved": True, "device": "H100", "vllm": "0.26.0", "fresh_fp8_vs_bf16_max_abs_logp": 2e-7}
+    (machine / "fp8_sync_check.json").write_text(json.dumps(
+        {**common, "passed": True, "synced_vs_fresh_fp8_max_abs_logp": 0.0}))
+    (machine / "fp8_sync_no_hook.json").write_text(json.dumps({**common, "passed": False, "sync_error": "AssertionError()"}))
+    checks = fp8.summary(tmp_path)["fp8_sync"]
+    assert set(checks) == {"1_h100/fp8_sync_check.json", "1_h100/fp8_sync_no_hook.json"}
+    assert checks["1_h100/fp8_sync_check.json"]["passed"] and checks["1_h100/fp8_sync_check.json"]["sync_error"] is None
+    plain = checks["1_h100/fp8_sync_no_hook.json"]
+    assert (plain["passed"], plain["sync_error"], plain["synced_vs_fresh_fp8_max_abs_logp"]) == (
+        False, "AssertionError()", None)
+
+
+def test_an_fp8_run_its_machine_lost_is_a_row_from_its_trainer_log_with_the_queues_flags(tmp_path):
+    from arc_experiments.figures import fp8
+
+    machine = tmp_path / fp8.FOLDER / "1_h100"
+    (machine / "logs").mkdir(parents=True)
+    steps = [{"step": n, "time/step": 60.0, "time/generate": 30.0, "sampling/importance_sampling_ratio/min": 0.5 / n,
+              "sampling/importance_sampling_ratio/mean": 1.0} for n in (1, 2, 3)]
+    (machine / "rollout_8b-rollout-bf16.json").write_text(json.dumps({
+        "name": "8b-rollout-bf16", "rollout_dtype": "bf16", "kv_cache_dtype": "auto", "exit_code": 0,
+        "run_summary": {"per_step": steps}}))
+    (machine / "queue.log").write_text(
+        "== 8b-rollout-bf16: python -m arc_trl train --config c.yaml --seed 0\n   rc=0 in 322 s\n"
+        "== 8b-rollout-fp8-kv: python -m arc_trl train --config c.yaml --vllm_rollout_dtype fp8 "
+        "--vllm_kv_cache_dtype fp8 --output_dir /tmp/x\n"
+        "== 8b-rollout-fp8: python -m arc_trl train --vllm_rollout_dtype fp8\n")  # started, no log: no row
+    (machine / "logs" / "8b-rollout-bf16.log").write_text("{'time/step': '1'}\n")  # recorded: its record counts
+    (machine / "logs" / "8b-rollout-fp8-kv.log").write_text(
+        " 33%|  | 1/3 {'loss': '0', 'time/generate': '25.5', 'time/step': '55.3', 'memory/device_peak_gib': '52.1'}\n"
+        " 67%|  | 2/3 {'loss': '0', 'time/generate': '24', 'time/step': '50.0',"
+        " 'sampling/importance_sampling_ratio/min': '1e-20', 'memory/device_peak_gib': '53'}\n")
+    rows = {row["name"]: row for row in fp8.summary(tmp_path)["fp8_rollouts"]["rows"]}
+    assert set(rows) == {"8b-rollout-bf16", "8b-rollout-fp8-kv"}
+    assert rows["8b-rollout-bf16"]["is_ratio_min"] == 0.5 / 3 and "note" not in rows["8b-rollout-bf16"]
+    lost = rows["8b-rollout-fp8-kv"]
+    assert (lost["rollout_dtype"], lost["kv_cache_dtype"], lost["exit_code"]) == ("fp8", "fp8", None)
+    assert lost["steps_measured"] == 1 and lost["generate_s"] == 24.0 and lost["step_s"] == 50.0  # step 2 only
+    assert lost["generate_speedup_vs_bf16"] == 1.25 and lost["peak_gib"] == 53.0 and lost["is_ratio_min"] == 1e-20
+    assert lost["log"] == "1_h100/logs/8b-rollout-fp8-kv.log" and "after 2 logged step(s)" in lost["note"]
 
 
 def test_fp8_layouts_sit_beside_their_bf16_twin_of_the_same_machine(tmp_path):
