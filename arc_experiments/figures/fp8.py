@@ -9,6 +9,7 @@ from __future__ import annotations
 import json
 import re
 import shlex
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -22,13 +23,16 @@ COMMAND = ("python -m arc_experiments.gpu fp8-8b fp8-learning --out OUT (configs
            "back; the learning subject colocated, bf16 vs fp8 rollouts, seeds 0-2)")
 
 
+def step_mean(steps: list[dict[str, Any]], key: str) -> float | None:
+    """The mean of `key` over the steps that logged it."""
+    return _mean([step[key] for step in steps if step.get(key) is not None])
+
+
 def rollout_row(record: dict[str, Any]) -> dict[str, Any]:
     """One run's step parts (mean of steps 2+), sampler/trainer gap and the share of model tokens TRL's
     importance-sampling correction masked or clipped, and its peak device memory (max over its steps)."""
     steps = measured_steps(record)
-
-    def part(key: str) -> float | None:
-        return _mean([s[key] for s in steps if s.get(key) is not None])
+    part = partial(step_mean, steps)
 
     peaks = [s["memory/device_peak_gib"] for s in (record.get("run_summary") or {}).get("per_step") or []
              if s.get("memory/device_peak_gib") is not None]
@@ -154,6 +158,30 @@ def sync_checks(machines: list[Path]) -> dict[str, Any]:
     return found
 
 
+LEARNING_ARMS = {"colocate": "bf16", "colocate-fp8": "fp8"}  # the learning subject's arm -> the rollout dtype
+
+
+def learning_sampling(arms: dict[str, tuple[str, dict[str, Any]]]) -> dict[str, list[dict[str, Any]]]:
+    """What the sampler/trainer gap did in each learning run (the evidence the random 8B shape cannot give), per
+    rollout dtype, one entry per run in machine and seed order: the mean over its steps of the mean |log-prob
+    difference| per token and of the shares of model tokens the IS correction masked or clipped, and the smallest
+    IS ratio of any step (None where the run did not log it)."""
+    found: dict[str, list[dict[str, Any]]] = {dtype: [] for dtype in LEARNING_ARMS.values()}
+    for machine, record in sorted(arms.values(), key=lambda a: (a[0], int(a[1].get("seed") or 0))):
+        if record.get("arm") not in LEARNING_ARMS:
+            continue
+        steps = (record.get("run_summary") or {}).get("per_step") or []
+        mean = partial(step_mean, steps)
+        ratio_min = [step["sampling/importance_sampling_ratio/min"] for step in steps
+                     if step.get("sampling/importance_sampling_ratio/min") is not None]
+        found[LEARNING_ARMS[record["arm"]]].append({
+            "machine": machine, "seed": int(record.get("seed") or 0), "steps": len(steps),
+            "sampling_logp_difference": mean("sampling/sampling_logp_difference/mean"),
+            "is_masked_frac": mean("sampling/masked_frac"), "is_clipped_frac": mean("sampling/clipped_frac"),
+            "is_ratio_min": min(ratio_min) if ratio_min else None})
+    return found
+
+
 def summary(root: Path) -> dict[str, Any]:
     """`fp8_sync` (the GPU sync checks), `fp8_rollouts` (rows, targets, command), `fp8_layouts` (the multigpu
     stage's FP8 layouts beside their bf16 twins) and `fp8_learning`; "not measured" where nothing is committed."""
@@ -172,7 +200,8 @@ def summary(root: Path) -> dict[str, Any]:
         "fp8_layouts": {"rows": layouts, "command": "python -m arc_experiments.gpu multigpu --only F8 --out OUT"}
         if layouts else ("not measured: no results/gpu_multigpu/MACHINE/layout_*-fp8.json (python -m "
                          "arc_experiments.gpu multigpu --only F8)"),
-        "fp8_learning": paired_learning(arms, ("colocate", "bf16"), ("colocate-fp8", "fp8")) if arms else (
+        "fp8_learning": paired_learning(arms, ("colocate", "bf16"), ("colocate-fp8", "fp8"))
+        | {"sampling": learning_sampling(arms)} if arms else (
             f"not measured: no {FOLDER}/MACHINE/server_learning_colocate*.json (python -m arc_experiments.gpu "
             "fp8-learning)"),
     }

@@ -390,6 +390,25 @@ def test_the_fp8_sync_checks_verdicts_are_in_the_summary_per_machine(tmp_path):
         False, "AssertionError()", None)
 
 
+def test_the_fp8_learning_runs_sampler_gap_and_is_figures_per_rollout_dtype_in_machine_and_seed_order():
+    from arc_experiments.figures.fp8 import learning_sampling
+
+    def record(arm, seed, gaps, ratio_mins):
+        steps = [{"step": n, "sampling/sampling_logp_difference/mean": g, "sampling/masked_frac": 0.1 * n,
+                  "sampling/importance_sampling_ratio/min": r} for n, (g, r) in enumerate(zip(gaps, ratio_mins), 1)]
+        return {"arm": arm, "seed": seed, "run_summary": {"per_step": steps}}
+
+    arms = {"m/fp8-s1": ("m", record("colocate-fp8", 1, [0.02, 0.04], [0.5, 0.25])),
+            "m/fp8": ("m", record("colocate-fp8", 0, [0.01, 0.03], [0.9, None])),
+            "m/bf16": ("m", record("colocate", 0, [0.001, 0.001], [0.99, 0.98])),
+            "m/server": ("m", record("server", 0, [9.0], [0.0]))}  # another experiment's arm: left out
+    found = learning_sampling(arms)
+    assert [run["seed"] for run in found["fp8"]] == [0, 1] and len(found["bf16"]) == 1
+    assert found["fp8"][1] == {"machine": "m", "seed": 1, "steps": 2, "sampling_logp_difference": 0.03,
+                               "is_masked_frac": 0.15, "is_clipped_frac": None, "is_ratio_min": 0.25}
+    assert found["fp8"][0]["is_ratio_min"] == 0.9  # a step that logged no ratio is skipped, not taken as 0
+
+
 def test_an_fp8_run_its_machine_lost_is_a_row_from_its_trainer_log_with_the_queues_flags(tmp_path):
     from arc_experiments.figures import fp8
 
