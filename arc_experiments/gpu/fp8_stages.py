@@ -8,7 +8,7 @@ from concurrent.futures import Future, ThreadPoolExecutor
 
 from arc_experiments.gpu.measure_stages import PY, RECIPE_8B, shape_8b, train
 from arc_experiments.gpu.multigpu_stages import learning_arm
-from arc_experiments.gpu.runner import Context, failed, first_step, run
+from arc_experiments.gpu.runner import Context, failed, first_step, pool_gpus, run
 
 ROLLOUTS_8B = {  # run name -> the rollout flags; measured in this order, on the same GPU
     "8b-rollout-bf16": [],
@@ -62,20 +62,29 @@ def fp8_sync(ctx: Context) -> int:
 
 
 def fp8_learning(ctx: Context) -> int:
-    """The learning subject (SmolLM2 after SFT, GRPO alone's chosen recipe, 20 steps, colocated on GPU 0) with bf16
-    and with FP8 rollouts, seeds 0-2, each seed's two runs side by side (the FP8 run started once the bf16 run has
+    """The learning subject (SmolLM2 after SFT, GRPO alone's chosen recipe, 20 steps, colocated) with bf16 and with
+    FP8 rollouts, seeds 0-2, each seed's two runs side by side on one GPU (the FP8 run started once the bf16 run has
     logged a step; the student and the arms' configs made once, `learning_lock`), scored on the held-out tasks at
-    steps 0, 10 and 20: OUT/multigpu/server_learning_colocate[-fp8][-sSEED].json"""
-    codes = []
-    for seed in LEARNING_SEEDS:  # a seed's two arms side by side on the one GPU (0.3 of it for each one's vLLM)
-        with ThreadPoolExecutor(max_workers=2) as pool:
-            bf16 = pool.submit(learning_arm, ctx, "colocate", "0", max(ctx.limit, 1500), seed)
-            if not ctx.dry_run:  # the FP8 arm's engine starts once the bf16 one has taken its memory
-                name = "colocate" if seed == 0 else f"colocate-s{seed}"
-                first_step(ctx.work / "logs" / f"server-learning-{name}.log", FutureProcess(bf16))
-            fp8 = pool.submit(learning_arm, ctx, "colocate-fp8", "0", max(ctx.limit, 1500), seed)
-            codes += [bf16.result(), fp8.result()]
-    return failed(*codes)
+    steps 0, 10 and 20: OUT/multigpu/server_learning_colocate[-fp8][-sSEED].json. On a machine with several GPUs
+    (`pool_gpus`) the seeds go round the GPUs, one lane a GPU, a lane's seeds one after another."""
+    gpus = [gpu or "0" for gpu in pool_gpus(ctx)]
+    lanes = {gpu: LEARNING_SEEDS[i::len(gpus)] for i, gpu in enumerate(gpus)}
+    with ThreadPoolExecutor(max_workers=len(lanes)) as pool:
+        done = [pool.submit(lambda gpu=gpu, seeds=seeds: [code for seed in seeds
+                                                          for code in seed_pair(ctx, seed, gpu)])
+                for gpu, seeds in lanes.items() if seeds]
+        return failed(*(code for lane in done for code in lane.result()))
+
+
+def seed_pair(ctx: Context, seed: int, gpu: str) -> list[int]:
+    """One seed's bf16 and FP8 runs side by side on `gpu` (0.3 of it for each one's vLLM): their exit codes."""
+    with ThreadPoolExecutor(max_workers=2) as pool:
+        bf16 = pool.submit(learning_arm, ctx, "colocate", gpu, max(ctx.limit, 1500), seed)
+        if not ctx.dry_run:  # the FP8 arm's engine starts once the bf16 one has taken its memory
+            name = "colocate" if seed == 0 else f"colocate-s{seed}"
+            first_step(ctx.work / "logs" / f"server-learning-{name}.log", FutureProcess(bf16))
+        fp8 = pool.submit(learning_arm, ctx, "colocate-fp8", gpu, max(ctx.limit, 1500), seed)
+        return [bf16.result(), fp8.result()]
 
 
 class FutureProcess:

@@ -18,7 +18,6 @@ estimate; exit code 124) and the stage goes on.
 
 from __future__ import annotations
 
-import os
 import subprocess
 import time
 from dataclasses import dataclass
@@ -26,7 +25,7 @@ from pathlib import Path
 
 from arc_experiments.gpu.measure_stages import PY
 from arc_experiments.gpu.opd_budget import CONFIG_S, LIMIT_FACTOR, calibration, estimate_lines, run_cost
-from arc_experiments.gpu.runner import ROOT, Context, failed, first_step, gpu_ids, run, start, stop
+from arc_experiments.gpu.runner import ROOT, Context, failed, first_step, pool_gpus, run, start, stop
 from arc_experiments.learning.opd_records import ARMS, RL_ARMS, TEACHER_GROUP, run_record, save_record
 
 SLOTS = 2
@@ -131,16 +130,6 @@ def pool(ctx: Context, jobs: list[Job], part: str, done: dict[str, int] | None =
         elif running and not ctx.dry_run:
             time.sleep(5)
     return [codes[j.name] for j in jobs]
-
-
-def pool_gpus(ctx: Context) -> tuple[str, ...]:
-    """The GPUs a pool spreads its runs over: those CUDA_VISIBLE_DEVICES names, else every GPU of the machine, when
-    there are several; else ("",) (the environment's one GPU)."""
-    if ctx.dry_run:
-        return ("",)
-    visible = os.environ.get("CUDA_VISIBLE_DEVICES")
-    found = [g.strip() for g in visible.split(",") if g.strip()] if visible else gpu_ids()
-    return tuple(found) if len(found) > 1 else ("",)
 
 
 def _student(ctx: Context) -> int:

@@ -119,6 +119,16 @@ def gpu_ids() -> list[str]:
     return [token for token in done.stdout.split() if token.isdigit()] if done.returncode == 0 else []
 
 
+def pool_gpus(ctx: Context) -> tuple[str, ...]:
+    """The GPUs a stage spreads its runs over: those CUDA_VISIBLE_DEVICES names, else every GPU of the machine, when
+    there are several; else ("",) (the environment's one GPU)."""
+    if ctx.dry_run:
+        return ("",)
+    visible = os.environ.get("CUDA_VISIBLE_DEVICES")
+    found = [g.strip() for g in visible.split(",") if g.strip()] if visible else gpu_ids()
+    return tuple(found) if len(found) > 1 else ("",)
+
+
 GRACE_S = 120  # a stopped run's SIGTERM grace before it is killed (the runner's own stop of its servers: <= 80 s)
 
 

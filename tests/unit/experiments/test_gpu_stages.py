@@ -431,6 +431,30 @@ def test_fp8_learning_starts_each_seeds_fp8_run_after_the_bf16_one_has_logged_a_
     assert len(events) == 9
 
 
+def test_fp8_learning_on_two_gpus_sends_the_seeds_round_them_each_seeds_pair_on_one_gpu(tmp_path, monkeypatch):
+    import threading
+
+    from arc_experiments.gpu import fp8_stages
+
+    runs: list[tuple[str, str, int]] = []
+    lock = threading.Lock()
+
+    def fake_arm(ctx, arm, gpus, limit, seed):
+        with lock:
+            runs.append((arm, gpus, seed))
+        return 0
+
+    monkeypatch.setattr(fp8_stages, "learning_arm", fake_arm)
+    monkeypatch.setattr(fp8_stages, "first_step", lambda log, process: None)
+    monkeypatch.setattr("arc_experiments.gpu.runner.gpu_ids", lambda: ["0", "1"])
+    monkeypatch.delenv("CUDA_VISIBLE_DEVICES", raising=False)
+    assert fp8_stages.fp8_learning(Context(out=tmp_path / "out", work=tmp_path / "work")) == 0
+    assert sorted(runs) == sorted((arm, gpu, seed) for arm in ("colocate", "colocate-fp8")
+                                  for gpu, seed in (("0", 0), ("1", 1), ("0", 2)))
+    lane0 = [seed for arm, gpu, seed in runs if gpu == "0"]
+    assert lane0.index(2) > max(i for i, seed in enumerate(lane0) if seed == 0)  # a lane's seeds one after another
+
+
 def test_each_multigpu_layout_runs_what_its_name_says_whatever_the_shipped_config_defaults():
     """A layout's row stays comparable across machines: `async1` in its name iff it runs `async_rollouts: 1`, `tp2`
     iff vLLM tensor parallel 2 (the shipped server configs turned asynchronous and tensor parallel after machine 5;

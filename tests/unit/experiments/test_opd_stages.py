@@ -167,7 +167,7 @@ def _fake_gpu(monkeypatch, durations) -> tuple[_Clock, list, dict]:
     monkeypatch.setattr(opd_stages, "first_step", lambda log, process: None)
     monkeypatch.setattr(opd_stages, "_record", fake_record)
     monkeypatch.setattr(opd_stages, "time", clock)
-    monkeypatch.setattr(opd_stages, "gpu_ids", lambda: [])  # a one-GPU pool, whatever this machine has
+    monkeypatch.setattr("arc_experiments.gpu.runner.gpu_ids", lambda: [])  # a one-GPU pool, whatever this machine has
     return clock, events, records
 
 
@@ -265,7 +265,7 @@ def test_on_several_gpus_the_pool_runs_two_a_gpu_and_a_runs_neighbours_are_those
     monkeypatch.setattr(opd_stages, "first_step", lambda log, process: None)
     monkeypatch.setattr(opd_stages, "_record", lambda ctx, job, part, code, beside: records.update({job.name: beside}))
     monkeypatch.setattr(opd_stages, "time", clock)
-    monkeypatch.setattr(opd_stages, "gpu_ids", lambda: ["0", "1"])
+    monkeypatch.setattr("arc_experiments.gpu.runner.gpu_ids", lambda: ["0", "1"])
     job = lambda name: opd_stages.Job(name, name, tmp_path / name / "config.yaml", tmp_path / name, "g", name)  # noqa
     ctx = Context(out=tmp_path / "out", work=tmp_path / "work")
     names = ["a", "b", "c", "d", "e", "f"]
@@ -275,7 +275,7 @@ def test_on_several_gpus_the_pool_runs_two_a_gpu_and_a_runs_neighbours_are_those
     assert (gpu_of["a"], gpu_of["b"], gpu_of["c"], gpu_of["d"]) == ("0", "1", "0", "1")  # the emptier GPU first
     assert all(gpu_of[other] == gpu_of[name] for name, beside in records.items() for other in beside)
     assert records["a"] == ["c"] and records["b"] == ["d"]  # e and f went to GPU 0, freed first
-    monkeypatch.setattr(opd_stages, "gpu_ids", lambda: ["0"])
+    monkeypatch.setattr("arc_experiments.gpu.runner.gpu_ids", lambda: ["0"])
     assert opd_stages.pool_gpus(ctx) == ("",)  # one GPU: the environment's, no CUDA_VISIBLE_DEVICES set
 
 
@@ -296,7 +296,7 @@ def test_on_two_gpus_the_stages_spread_the_runs_but_the_held_out_teacher_trains_
     monkeypatch.setattr(opd_stages, "_files", lambda ctx: (configs, work))
     monkeypatch.setattr(opd_stages, "run", fake_run)
     monkeypatch.setattr(opd_stages, "pool", fake_pool)
-    monkeypatch.setattr(opd_stages, "gpu_ids", lambda: ["0", "1"])
+    monkeypatch.setattr("arc_experiments.gpu.runner.gpu_ids", lambda: ["0", "1"])
     monkeypatch.delenv("CUDA_VISIBLE_DEVICES", raising=False)
     ctx = Context(out=tmp_path / "out", work=tmp_path / "w", configs="configs/gpu/smollm2")
     (ctx.out / "opd" / "validation").mkdir(parents=True)
