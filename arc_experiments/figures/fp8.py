@@ -158,7 +158,7 @@ def sync_checks(machines: list[Path]) -> dict[str, Any]:
     return found
 
 
-LEARNING_ARMS = {"colocate": "bf16", "colocate-fp8": "fp8"}  # the learning subject's arm -> the rollout dtype
+LEARNING_ARMS = {"colocate": "bf16", "colocate-fp8": "fp8", "colocate-fp8-tis": "fp8_tis"}  # arm -> its label
 
 
 def learning_sampling(arms: dict[str, tuple[str, dict[str, Any]]]) -> dict[str, list[dict[str, Any]]]:
@@ -182,6 +182,14 @@ def learning_sampling(arms: dict[str, tuple[str, dict[str, Any]]]) -> dict[str, 
     return found
 
 
+def tis_learning(arms: dict[str, tuple[str, dict[str, Any]]]) -> dict[str, Any] | str:
+    """The FP8 arm with token-level truncated IS (`fp8-learning-tis`) against the same machines' bf16 runs."""
+    if not any(record.get("arm") == "colocate-fp8-tis" for _, record in arms.values()):
+        return ("not measured: no server_learning_colocate-fp8-tis*.json (python -m arc_experiments.gpu "
+                "fp8-learning-tis)")
+    return paired_learning(arms, ("colocate", "bf16"), ("colocate-fp8-tis", "fp8_tis"))
+
+
 def summary(root: Path) -> dict[str, Any]:
     """`fp8_sync` (the GPU sync checks), `fp8_rollouts` (rows, targets, command), `fp8_layouts` (the multigpu
     stage's FP8 layouts beside their bf16 twins) and `fp8_learning`; "not measured" where nothing is committed."""
@@ -201,7 +209,7 @@ def summary(root: Path) -> dict[str, Any]:
         if layouts else ("not measured: no results/gpu_multigpu/MACHINE/layout_*-fp8.json (python -m "
                          "arc_experiments.gpu multigpu --only F8)"),
         "fp8_learning": paired_learning(arms, ("colocate", "bf16"), ("colocate-fp8", "fp8"))
-        | {"sampling": learning_sampling(arms)} if arms else (
+        | {"sampling": learning_sampling(arms), "token_truncate_is": tis_learning(arms)} if arms else (
             f"not measured: no {FOLDER}/MACHINE/server_learning_colocate*.json (python -m arc_experiments.gpu "
             "fp8-learning)"),
     }

@@ -63,28 +63,43 @@ def fp8_sync(ctx: Context) -> int:
 
 def fp8_learning(ctx: Context) -> int:
     """The learning subject (SmolLM2 after SFT, GRPO alone's chosen recipe, 20 steps, colocated) with bf16 and with
-    FP8 rollouts, seeds 0-2, each seed's two runs side by side on one GPU (the FP8 run started once the bf16 run has
-    logged a step; the student and the arms' configs made once, `learning_lock`), scored on the held-out tasks at
-    steps 0, 10 and 20: OUT/multigpu/server_learning_colocate[-fp8][-sSEED].json. On a machine with several GPUs
-    (`pool_gpus`) the seeds go round the GPUs, one lane a GPU, a lane's seeds one after another."""
+    FP8 rollouts, seeds 0-2, each seed's two runs side by side on one GPU (`side_by_side`; the student and the arms'
+    configs made once, `learning_lock`), scored on the held-out tasks at steps 0, 10 and 20:
+    OUT/multigpu/server_learning_colocate[-fp8][-sSEED].json."""
+    return side_by_side(ctx, [(arm, seed) for seed in LEARNING_SEEDS for arm in ("colocate", "colocate-fp8")])
+
+
+def fp8_learning_tis(ctx: Context) -> int:
+    """The FP8 arm again with token-level truncated importance sampling (`vllm_importance_sampling_mode:
+    token_truncate`) in place of TRL's sequence-level default, seeds 0-2 (two at a time on a GPU), against the same
+    machine's bf16 runs of `fp8-learning`: OUT/multigpu/server_learning_colocate-fp8-tis[-sSEED].json."""
+    return side_by_side(ctx, [("colocate-fp8-tis", seed) for seed in LEARNING_SEEDS])
+
+
+def side_by_side(ctx: Context, runs: list[tuple[str, int]]) -> int:
+    """Learning runs (arm, seed) two at a time on a GPU, in order: consecutive runs make a pair (the second started
+    once the first has logged a step, so that their engines do not profile memory at once); on a machine with
+    several GPUs (`pool_gpus`) the pairs go round the GPUs, one lane a GPU, a lane's pairs one after another."""
     gpus = [gpu or "0" for gpu in pool_gpus(ctx)]
-    lanes = {gpu: LEARNING_SEEDS[i::len(gpus)] for i, gpu in enumerate(gpus)}
-    with ThreadPoolExecutor(max_workers=len(lanes)) as pool:
-        done = [pool.submit(lambda gpu=gpu, seeds=seeds: [code for seed in seeds
-                                                          for code in seed_pair(ctx, seed, gpu)])
-                for gpu, seeds in lanes.items() if seeds]
+    pairs = [runs[i:i + 2] for i in range(0, len(runs), 2)]
+    lanes = [pairs[i::len(gpus)] for i in range(len(gpus))]
+    with ThreadPoolExecutor(max_workers=len(gpus)) as pool:
+        done = [pool.submit(lambda gpu=gpu, lane=lane: [code for pair in lane for code in run_pair(ctx, pair, gpu)])
+                for gpu, lane in zip(gpus, lanes) if lane]
         return failed(*(code for lane in done for code in lane.result()))
 
 
-def seed_pair(ctx: Context, seed: int, gpu: str) -> list[int]:
-    """One seed's bf16 and FP8 runs side by side on `gpu` (0.3 of it for each one's vLLM): their exit codes."""
+def run_pair(ctx: Context, pair: list[tuple[str, int]], gpu: str) -> list[int]:
+    """One or two learning runs side by side on `gpu` (0.3 of it for each one's vLLM): their exit codes."""
+    limit = max(ctx.limit, 1500)
     with ThreadPoolExecutor(max_workers=2) as pool:
-        bf16 = pool.submit(learning_arm, ctx, "colocate", gpu, max(ctx.limit, 1500), seed)
-        if not ctx.dry_run:  # the FP8 arm's engine starts once the bf16 one has taken its memory
-            name = "colocate" if seed == 0 else f"colocate-s{seed}"
-            first_step(ctx.work / "logs" / f"server-learning-{name}.log", FutureProcess(bf16))
-        fp8 = pool.submit(learning_arm, ctx, "colocate-fp8", gpu, max(ctx.limit, 1500), seed)
-        return [bf16.result(), fp8.result()]
+        (arm, seed), rest = pair[0], pair[1:]
+        first = pool.submit(learning_arm, ctx, arm, gpu, limit, seed)
+        if rest and not ctx.dry_run:  # the second run's engine starts once the first one has taken its memory
+            name = arm if seed == 0 else f"{arm}-s{seed}"
+            first_step(ctx.work / "logs" / f"server-learning-{name}.log", FutureProcess(first))
+        second = [pool.submit(learning_arm, ctx, a, gpu, limit, s) for a, s in rest]
+        return [first.result(), *(run.result() for run in second)]
 
 
 class FutureProcess:

@@ -310,6 +310,8 @@ LEARNING_ARMS = {  # name -> the layout's flags; each arm on the GPUs its phase 
 }
 LEARNING_ARMS["server-async1"] = [*LEARNING_ARMS["server"], *ASYNC]
 LEARNING_ARMS["colocate-fp8"] = ["--vllm_rollout_dtype", "fp8"]  # FP8 rollouts (arc_experiments/gpu/fp8_stages.py)
+LEARNING_ARMS["colocate-fp8-tis"] = [*LEARNING_ARMS["colocate-fp8"],  # token-level truncated IS (docs/fp8.md)
+                                     "--vllm_importance_sampling_mode", "token_truncate"]
 
 
 def learning_student(ctx: Context, gpu: str, limit_s: int = 900) -> int:

@@ -49,6 +49,7 @@ STAGES: dict[str, Stage] = {
     "fp8-8b": fp8.fp8_8b,
     "fp8-sync": fp8.fp8_sync,
     "fp8-learning": fp8.fp8_learning,
+    "fp8-learning-tis": fp8.fp8_learning_tis,
 }
 
 

@@ -431,28 +431,57 @@ def test_fp8_learning_starts_each_seeds_fp8_run_after_the_bf16_one_has_logged_a_
     assert len(events) == 9
 
 
-def test_fp8_learning_on_two_gpus_sends_the_seeds_round_them_each_seeds_pair_on_one_gpu(tmp_path, monkeypatch):
+def _fake_learning_arms(monkeypatch, fp8_stages):
+    """learning_arm replaced by a run that lasts a moment: (arm, gpus, seed) of each, and the most at once per GPU."""
     import threading
-
-    from arc_experiments.gpu import fp8_stages
+    import time as _time
 
     runs: list[tuple[str, str, int]] = []
+    running: dict[str, int] = {}
+    most: dict[str, int] = {}
     lock = threading.Lock()
 
     def fake_arm(ctx, arm, gpus, limit, seed):
         with lock:
             runs.append((arm, gpus, seed))
+            running[gpus] = running.get(gpus, 0) + 1
+            most[gpus] = max(most.get(gpus, 0), running[gpus])
+        _time.sleep(0.2)
+        with lock:
+            running[gpus] -= 1
         return 0
 
     monkeypatch.setattr(fp8_stages, "learning_arm", fake_arm)
     monkeypatch.setattr(fp8_stages, "first_step", lambda log, process: None)
-    monkeypatch.setattr("arc_experiments.gpu.runner.gpu_ids", lambda: ["0", "1"])
     monkeypatch.delenv("CUDA_VISIBLE_DEVICES", raising=False)
+    return runs, most
+
+
+def test_fp8_learning_on_two_gpus_sends_the_seeds_round_them_each_seeds_pair_side_by_side_on_one(tmp_path,
+                                                                                                  monkeypatch):
+    from arc_experiments.gpu import fp8_stages
+
+    runs, most = _fake_learning_arms(monkeypatch, fp8_stages)
+    monkeypatch.setattr("arc_experiments.gpu.runner.gpu_ids", lambda: ["0", "1"])
     assert fp8_stages.fp8_learning(Context(out=tmp_path / "out", work=tmp_path / "work")) == 0
     assert sorted(runs) == sorted((arm, gpu, seed) for arm in ("colocate", "colocate-fp8")
                                   for gpu, seed in (("0", 0), ("1", 1), ("0", 2)))
+    assert most == {"0": 2, "1": 2}  # a seed's two runs at once, never more on a GPU
     lane0 = [seed for arm, gpu, seed in runs if gpu == "0"]
     assert lane0.index(2) > max(i for i, seed in enumerate(lane0) if seed == 0)  # a lane's seeds one after another
+
+
+def test_fp8_learning_tis_runs_its_three_seeds_two_at_a_time_with_token_level_truncated_is(tmp_path, monkeypatch):
+    from arc_experiments.gpu import fp8_stages
+    from arc_experiments.gpu.multigpu_stages import LEARNING_ARMS
+
+    runs, most = _fake_learning_arms(monkeypatch, fp8_stages)
+    monkeypatch.setattr("arc_experiments.gpu.runner.gpu_ids", lambda: [])  # one GPU
+    assert fp8_stages.fp8_learning_tis(Context(out=tmp_path / "out", work=tmp_path / "work")) == 0
+    assert runs == [("colocate-fp8-tis", "0", 0), ("colocate-fp8-tis", "0", 1), ("colocate-fp8-tis", "0", 2)]
+    assert most == {"0": 2}
+    flags = LEARNING_ARMS["colocate-fp8-tis"]  # the FP8 arm's flags and the IS mode, nothing else
+    assert flags == [*LEARNING_ARMS["colocate-fp8"], "--vllm_importance_sampling_mode", "token_truncate"]
 
 
 def test_each_multigpu_layout_runs_what_its_name_says_whatever_the_shipped_config_defaults():
