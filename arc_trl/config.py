@@ -18,7 +18,7 @@ if TYPE_CHECKING:
 
 from arc_trl import defaults
 from arc_trl.config_types import field_type_problems
-from arc_trl.fp8_rollout import check_choices
+from arc_trl.fp8_rollout import check_choices, warn_sequence_is
 from arc_trl.ineffective_keys import warn_ineffective_keys
 from arc_trl.rollout.settings import AGENT_MODES
 from arc_trl.rollout.settings import SCHEDULING as ROLLOUT_SCHEDULING
@@ -75,8 +75,9 @@ class ArcConfig:
         default="bf16",
         metadata={"help": "bf16 | fp8: the precision of the weights the vLLM engine samples rollouts with (colocated "
                   "or the student server of arc-trl serve); the trainer stays bf16. fp8: vLLM's online per-tensor FP8 "
-                  "quantization, redone at every weight sync; vLLM's importance-sampling correction covers the "
-                  "larger sampler/trainer gap (docs/fp8.md). Needs use_vllm (without: no effect, a warning)."},
+                  "quantization, redone at every weight sync. The sampler/trainer gap grows: with TRL's default "
+                  "sequence-level IS ratio a warning suggests vllm_importance_sampling_mode: token_truncate "
+                  "(docs/fp8.md). Needs use_vllm (without: no effect, a warning)."},
     )
     vllm_kv_cache_dtype: str = field(
         default="auto",
@@ -300,6 +301,9 @@ class ArcConfig:
         self._check_async_rollouts(args)
         defaults = {f.name: f.default for f in fields(self)} | {"use_vllm": False}  # TRL's use_vllm default
         warn_ineffective_keys({**vars(self), "use_vllm": bool(args.use_vllm)}, defaults)
+        warn_sequence_is(self.vllm_rollout_dtype, bool(args.use_vllm),
+                         bool(getattr(args, "vllm_importance_sampling_correction", True)),
+                         str(getattr(args, "vllm_importance_sampling_mode", "sequence_mask")))
         if not self.defer_old_logps:
             return
         steps_per_generation = args.steps_per_generation or args.gradient_accumulation_steps

@@ -10,6 +10,10 @@ again: `trl_internals.requantize_on_sync` (colocated); a server does it in vLLM'
 
 from __future__ import annotations
 
+import logging
+
+logger = logging.getLogger(__name__)
+
 ROLLOUT_DTYPES = ("bf16", "fp8")
 KV_CACHE_DTYPES = ("auto", "fp8")
 # vLLM 0.26-0.31: online per-tensor FP8 of a bf16 checkpoint (Fp8PerTensorOnlineLinearMethod); 0.31 calls "fp8"
@@ -23,6 +27,30 @@ def check_choices(rollout_dtype: str, kv_cache_dtype: str) -> None:
         raise ValueError(f"vllm_rollout_dtype={rollout_dtype!r} is not one of {', '.join(ROLLOUT_DTYPES)}")
     if kv_cache_dtype not in KV_CACHE_DTYPES:
         raise ValueError(f"vllm_kv_cache_dtype={kv_cache_dtype!r} is not one of {', '.join(KV_CACHE_DTYPES)}")
+
+
+def sequence_is_warning(rollout_dtype: str, use_vllm: bool, correction: bool, mode: str) -> str | None:
+    """The warning for FP8 rollouts under a sequence-level importance-sampling ratio, else None. TRL's `sequence_*`
+    modes weigh an episode by exp(sum of its tokens' trainer - sampler log-prob differences); under FP8 sampling that
+    sum drifts by minus the per-token KL times the episode's length (benchmarks/fp8_gap_cpu.py, docs/fp8.md)."""
+    if rollout_dtype != "fp8" or not use_vllm or not correction or not mode.startswith("sequence"):
+        return None
+    return (f"vllm_rollout_dtype: fp8 with vllm_importance_sampling_mode: {mode}: each episode is weighted by exp(sum "
+            "of its per-token sampler/trainer gap); on SmolLM2 (CPU emulation of FP8, benchmarks/fp8_gap_cpu.py) "
+            "that weight was below 2e-4 for every episode of ~670 tokens. Consider vllm_importance_sampling_mode: "
+            "token_truncate and watch sampling/importance_sampling_ratio/min (docs/fp8.md)")
+
+
+_warned: set[str] = set()  # the messages already logged by this process (the parser and the trainer both check)
+
+
+def warn_sequence_is(rollout_dtype: str, use_vllm: bool, correction: bool, mode: str) -> str | None:
+    """Log `sequence_is_warning` once per process; return it."""
+    message = sequence_is_warning(rollout_dtype, use_vllm, correction, mode)
+    if message and message not in _warned:
+        _warned.add(message)
+        logger.warning("config: %s", message)
+    return message
 
 
 def engine_kwargs(rollout_dtype: str, kv_cache_dtype: str) -> dict[str, str]:

@@ -162,3 +162,30 @@ def test_the_reload_runs_on_the_model_itself_whichever_runner_vllm_built(reload_
     assert start[0] == "start" and start[1] is model
     assert finish[0] == "finish" and finish[1] is model and finish[2] == "model-config"
     assert loads == [("load", "a.weight"), ("load", "b.weight"), ("load", "c.bias")] and reset == "reset"
+
+
+def test_fp8_under_a_sequence_level_is_ratio_warns_once_and_token_level_or_bf16_does_not(monkeypatch, caplog):
+    """benchmarks/fp8_gap_cpu.py: under FP8 sampling every episode's sequence-level ratio fell below 2e-4."""
+    import logging
+    from types import SimpleNamespace
+
+    from arc_trl import fp8_rollout
+    from arc_trl.config import ArcConfig
+
+    monkeypatch.setattr(fp8_rollout, "_warned", set())  # as in a new process
+    caplog.set_level(logging.WARNING, logger=fp8_rollout.__name__)
+
+    def check(dtype: str, mode: str, use_vllm: bool = True, correction: bool = True) -> list[str]:
+        caplog.clear()
+        args = SimpleNamespace(use_vllm=use_vllm, steps_per_generation=None, gradient_accumulation_steps=1,
+                               vllm_importance_sampling_correction=correction, vllm_importance_sampling_mode=mode)
+        ArcConfig(vllm_rollout_dtype=dtype).check_with(args)
+        return [r.getMessage() for r in caplog.records if r.name == fp8_rollout.__name__]
+
+    [message] = check("fp8", "sequence_mask")
+    assert "vllm_importance_sampling_mode: sequence_mask" in message and "token_truncate" in message
+    assert check("fp8", "sequence_mask") == []  # the parser and the trainer both check: one warning a process
+    assert check("fp8", "sequence_truncate")[0].startswith("config: vllm_rollout_dtype: fp8 with")
+    for quiet in (("fp8", "token_truncate"), ("fp8", "token_mask"), ("bf16", "sequence_mask"),
+                  ("fp8", "sequence_mask", False), ("fp8", "sequence_mask", True, False)):
+        assert check(*quiet) == [], quiet
