@@ -24,15 +24,21 @@ COMMAND = ("python -m arc_experiments.gpu fp8-8b fp8-learning --out OUT (configs
 
 
 def step_mean(steps: list[dict[str, Any]], key: str) -> float | None:
-    """The mean of `key` over the steps that logged it."""
+    """The mean of `key` over the steps that logged it, to 3 decimals (times)."""
     return _mean([step[key] for step in steps if step.get(key) is not None])
+
+
+def step_mean_sig(steps: list[dict[str, Any]], key: str) -> float | None:
+    """The same to 3 significant figures: gaps of ~1e-3, shares of ~1e-4 and ratios of ~1e-23 stay readable."""
+    values = [step[key] for step in steps if step.get(key) is not None]
+    return float(f"{sum(values) / len(values):.3g}") if values else None
 
 
 def rollout_row(record: dict[str, Any]) -> dict[str, Any]:
     """One run's step parts (mean of steps 2+), sampler/trainer gap and the share of model tokens TRL's
     importance-sampling correction masked or clipped, and its peak device memory (max over its steps)."""
     steps = measured_steps(record)
-    part = partial(step_mean, steps)
+    part, sig = partial(step_mean, steps), partial(step_mean_sig, steps)
 
     peaks = [s["memory/device_peak_gib"] for s in (record.get("run_summary") or {}).get("per_step") or []
              if s.get("memory/device_peak_gib") is not None]
@@ -43,12 +49,13 @@ def rollout_row(record: dict[str, Any]) -> dict[str, Any]:
         "exit_code": record["exit_code"], "steps_measured": len(steps),
         "step_s": part("time/step"), "generate_s": part("time/generate"), "teacher_s": part("time/teacher"),
         "train_s": part("time/train"), "weight_sync_s": part("time/weight_sync"),
-        "sampling_logp_difference": part("sampling/sampling_logp_difference/mean"),
-        "sampling_logp_difference_max": part("sampling/sampling_logp_difference/max"),
-        "is_masked_frac": part("sampling/masked_frac"), "is_clipped_frac": part("sampling/clipped_frac"),
+        "sampling_logp_difference": sig("sampling/sampling_logp_difference/mean"),
+        "sampling_logp_difference_max": sig("sampling/sampling_logp_difference/max"),
+        "is_masked_frac": sig("sampling/masked_frac"), "is_clipped_frac": sig("sampling/clipped_frac"),
         # the IS weights themselves: a `*_mask` mode masks only ratios above its cap, so a ratio near 0 (a
-        # sequence-level ratio over thousands of tokens) weighs its episode down without counting as masked
-        "is_ratio_mean": part("sampling/importance_sampling_ratio/mean"),
+        # sequence-level ratio over thousands of tokens) weighs its episode down without counting as masked; a
+        # masked ratio is set to 0 before TRL takes the minimum, so read a 0.0 minimum with is_masked_frac
+        "is_ratio_mean": sig("sampling/importance_sampling_ratio/mean"),
         "is_ratio_min": min(ratio_min) if ratio_min else None,
         "peak_gib": round(max(peaks), 1) if peaks else None,
         **{key: record[key] for key in ("note", "log") if key in record},
@@ -171,7 +178,7 @@ def learning_sampling(arms: dict[str, tuple[str, dict[str, Any]]]) -> dict[str, 
         if record.get("arm") not in LEARNING_ARMS:
             continue
         steps = (record.get("run_summary") or {}).get("per_step") or []
-        mean = partial(step_mean, steps)
+        mean = partial(step_mean_sig, steps)
         ratio_min = [step["sampling/importance_sampling_ratio/min"] for step in steps
                      if step.get("sampling/importance_sampling_ratio/min") is not None]
         found[LEARNING_ARMS[record["arm"]]].append({

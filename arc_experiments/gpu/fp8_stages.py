@@ -7,7 +7,7 @@ import json
 from concurrent.futures import Future, ThreadPoolExecutor
 
 from arc_experiments.gpu.measure_stages import PY, RECIPE_8B, shape_8b, train
-from arc_experiments.gpu.multigpu_stages import learning_arm
+from arc_experiments.gpu.multigpu_stages import learning_arm, learning_student
 from arc_experiments.gpu.runner import Context, failed, first_step, pool_gpus, run
 
 ROLLOUTS_8B = {  # run name -> the rollout flags; measured in this order, on the same GPU
@@ -81,6 +81,10 @@ def side_by_side(ctx: Context, runs: list[tuple[str, int]]) -> int:
     once the first has logged a step, so that their engines do not profile memory at once); on a machine with
     several GPUs (`pool_gpus`) the pairs go round the GPUs, one lane a GPU, a lane's pairs one after another."""
     gpus = [gpu or "0" for gpu in pool_gpus(ctx)]
+    # the student first, alone: a pair's wait for its first run's step must not spend itself on the student's SFT
+    code = learning_student(ctx, gpus[0], max(ctx.limit, 1500))
+    if code:
+        return code
     pairs = [runs[i:i + 2] for i in range(0, len(runs), 2)]
     lanes = [pairs[i::len(gpus)] for i in range(len(gpus))]
     with ThreadPoolExecutor(max_workers=len(gpus)) as pool:

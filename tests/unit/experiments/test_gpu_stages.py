@@ -423,6 +423,9 @@ def test_fp8_learning_starts_each_seeds_fp8_run_after_the_bf16_one_has_logged_a_
     monkeypatch.setattr(fp8_stages, "learning_arm",
                         lambda ctx, arm, gpus, limit, seed: events.append(("run", arm, seed)) or 0)
     monkeypatch.setattr(fp8_stages, "first_step", lambda log, process: events.append(("wait", log.name)))
+    monkeypatch.setattr(fp8_stages, "learning_student", lambda ctx, gpu, limit: 0)
+    monkeypatch.setattr("arc_experiments.gpu.runner.gpu_ids", lambda: [])  # one GPU, whatever this host has
+    monkeypatch.delenv("CUDA_VISIBLE_DEVICES", raising=False)
     assert fp8_stages.fp8_learning(Context(out=tmp_path / "out", work=tmp_path / "work")) == 0
     for seed, log in ((0, "server-learning-colocate.log"), (1, "server-learning-colocate-s1.log"),
                       (2, "server-learning-colocate-s2.log")):
@@ -452,6 +455,7 @@ def _fake_learning_arms(monkeypatch, fp8_stages):
         return 0
 
     monkeypatch.setattr(fp8_stages, "learning_arm", fake_arm)
+    monkeypatch.setattr(fp8_stages, "learning_student", lambda ctx, gpu, limit: runs.append(("student", gpu, -1)) or 0)
     monkeypatch.setattr(fp8_stages, "first_step", lambda log, process: None)
     monkeypatch.delenv("CUDA_VISIBLE_DEVICES", raising=False)
     return runs, most
@@ -464,10 +468,11 @@ def test_fp8_learning_on_two_gpus_sends_the_seeds_round_them_each_seeds_pair_sid
     runs, most = _fake_learning_arms(monkeypatch, fp8_stages)
     monkeypatch.setattr("arc_experiments.gpu.runner.gpu_ids", lambda: ["0", "1"])
     assert fp8_stages.fp8_learning(Context(out=tmp_path / "out", work=tmp_path / "work")) == 0
-    assert sorted(runs) == sorted((arm, gpu, seed) for arm in ("colocate", "colocate-fp8")
-                                  for gpu, seed in (("0", 0), ("1", 1), ("0", 2)))
+    assert runs[0] == ("student", "0", -1)  # made once, before any run
+    assert sorted(runs[1:]) == sorted((arm, gpu, seed) for arm in ("colocate", "colocate-fp8")
+                                      for gpu, seed in (("0", 0), ("1", 1), ("0", 2)))
     assert most == {"0": 2, "1": 2}  # a seed's two runs at once, never more on a GPU
-    lane0 = [seed for arm, gpu, seed in runs if gpu == "0"]
+    lane0 = [seed for arm, gpu, seed in runs[1:] if gpu == "0"]
     assert lane0.index(2) > max(i for i, seed in enumerate(lane0) if seed == 0)  # a lane's seeds one after another
 
 
@@ -478,7 +483,9 @@ def test_fp8_learning_tis_runs_its_three_seeds_two_at_a_time_with_token_level_tr
     runs, most = _fake_learning_arms(monkeypatch, fp8_stages)
     monkeypatch.setattr("arc_experiments.gpu.runner.gpu_ids", lambda: [])  # one GPU
     assert fp8_stages.fp8_learning_tis(Context(out=tmp_path / "out", work=tmp_path / "work")) == 0
-    assert runs == [("colocate-fp8-tis", "0", 0), ("colocate-fp8-tis", "0", 1), ("colocate-fp8-tis", "0", 2)]
+    assert runs[0] == ("student", "0", -1)
+    assert sorted(runs[1:3]) == [("colocate-fp8-tis", "0", 0), ("colocate-fp8-tis", "0", 1)]  # the pair, either order
+    assert runs[3] == ("colocate-fp8-tis", "0", 2)
     assert most == {"0": 2}
     flags = LEARNING_ARMS["colocate-fp8-tis"]  # the FP8 arm's flags and the IS mode, nothing else
     assert flags == [*LEARNING_ARMS["colocate-fp8"], "--vllm_importance_sampling_mode", "token_truncate"]

@@ -33,3 +33,22 @@ def test_the_gap_is_trainer_minus_sampler_per_token_and_its_sum_per_sequence_aga
     assert found["sequence_ratio_below_third_frac"] == 0.0  # exp(-1.0) = 0.37 > 1/3
     assert found["sequence_log_ratio"]["min"] == pytest.approx(-1.0) and found["sequence_log_ratio"]["max"] == 1.5
     assert math.log(3.0) < 1.5  # the premise of the cap figures above
+
+
+def test_the_trainer_side_log_probs_are_each_sampled_tokens_given_its_prefix_at_the_temperature(tiny_model_dir):
+    """`trainer_logps` slices one forward of prompt + completion; the reference runs one forward per prefix."""
+    import torch
+    from transformers import AutoModelForCausalLM
+
+    trainer_logps = _script().trainer_logps
+    sample = {"prompt": [5, 9, 2], "tokens": [7, 3, 11]}
+    [found] = trainer_logps(str(tiny_model_dir), [sample], temperature=0.7)
+    model = AutoModelForCausalLM.from_pretrained(tiny_model_dir, dtype=torch.bfloat16).eval()
+    ids = sample["prompt"] + sample["tokens"]
+    with torch.no_grad():
+        expected = [torch.log_softmax(model(input_ids=torch.tensor([ids[:n]])).logits[0, -1].float() / 0.7, -1)[ids[n]]
+                    .item() for n in range(len(sample["prompt"]), len(ids))]
+    # bf16 forwards of different lengths may round differently (a bf16 logit step, ~1/128 relative); a slice off by
+    # one scores another token, about a nat away in this model
+    assert found == pytest.approx(expected, abs=0.05)
+    assert len(found) == len(sample["tokens"])
