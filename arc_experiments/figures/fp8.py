@@ -34,6 +34,12 @@ def step_mean_sig(steps: list[dict[str, Any]], key: str) -> float | None:
     return float(f"{sum(values) / len(values):.3g}") if values else None
 
 
+def step_min(steps: list[dict[str, Any]], key: str) -> float | None:
+    """The smallest value of `key` over the steps that logged it, unrounded (a ~1e-26 ratio stays itself)."""
+    values = [step[key] for step in steps if step.get(key) is not None]
+    return min(values) if values else None
+
+
 def rollout_row(record: dict[str, Any]) -> dict[str, Any]:
     """One run's step parts (mean of steps 2+), sampler/trainer gap and the share of model tokens TRL's
     importance-sampling correction masked or clipped, and its peak device memory (max over its steps)."""
@@ -42,8 +48,6 @@ def rollout_row(record: dict[str, Any]) -> dict[str, Any]:
 
     peaks = [s["memory/device_peak_gib"] for s in (record.get("run_summary") or {}).get("per_step") or []
              if s.get("memory/device_peak_gib") is not None]
-    ratio_min = [s["sampling/importance_sampling_ratio/min"] for s in steps
-                 if s.get("sampling/importance_sampling_ratio/min") is not None]
     return {
         "name": record["name"], "rollout_dtype": record["rollout_dtype"], "kv_cache_dtype": record["kv_cache_dtype"],
         "exit_code": record["exit_code"], "steps_measured": len(steps),
@@ -56,7 +60,7 @@ def rollout_row(record: dict[str, Any]) -> dict[str, Any]:
         # sequence-level ratio over thousands of tokens) weighs its episode down without counting as masked; a
         # masked ratio is set to 0 before TRL takes the minimum, so read a 0.0 minimum with is_masked_frac
         "is_ratio_mean": sig("sampling/importance_sampling_ratio/mean"),
-        "is_ratio_min": min(ratio_min) if ratio_min else None,
+        "is_ratio_min": step_min(steps, "sampling/importance_sampling_ratio/min"),
         "peak_gib": round(max(peaks), 1) if peaks else None,
         **{key: record[key] for key in ("note", "log") if key in record},
     }
@@ -179,13 +183,11 @@ def learning_sampling(arms: dict[str, tuple[str, dict[str, Any]]]) -> dict[str, 
             continue
         steps = (record.get("run_summary") or {}).get("per_step") or []
         mean = partial(step_mean_sig, steps)
-        ratio_min = [step["sampling/importance_sampling_ratio/min"] for step in steps
-                     if step.get("sampling/importance_sampling_ratio/min") is not None]
         found[LEARNING_ARMS[record["arm"]]].append({
             "machine": machine, "seed": int(record.get("seed") or 0), "steps": len(steps),
             "sampling_logp_difference": mean("sampling/sampling_logp_difference/mean"),
             "is_masked_frac": mean("sampling/masked_frac"), "is_clipped_frac": mean("sampling/clipped_frac"),
-            "is_ratio_min": min(ratio_min) if ratio_min else None})
+            "is_ratio_min": step_min(steps, "sampling/importance_sampling_ratio/min")})
     return found
 
 

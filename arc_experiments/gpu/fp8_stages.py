@@ -7,7 +7,7 @@ import json
 from concurrent.futures import Future, ThreadPoolExecutor
 
 from arc_experiments.gpu.measure_stages import PY, RECIPE_8B, shape_8b, train
-from arc_experiments.gpu.multigpu_stages import learning_arm, learning_student
+from arc_experiments.gpu.multigpu_stages import learning_arm, learning_run_name, learning_student
 from arc_experiments.gpu.runner import Context, failed, first_step, pool_gpus, run
 
 ROLLOUTS_8B = {  # run name -> the rollout flags; measured in this order, on the same GPU
@@ -100,8 +100,8 @@ def run_pair(ctx: Context, pair: list[tuple[str, int]], gpu: str) -> list[int]:
         (arm, seed), rest = pair[0], pair[1:]
         first = pool.submit(learning_arm, ctx, arm, gpu, limit, seed)
         if rest and not ctx.dry_run:  # the second run's engine starts once the first one has taken its memory
-            name = arm if seed == 0 else f"{arm}-s{seed}"
-            first_step(ctx.work / "logs" / f"server-learning-{name}.log", FutureProcess(first))
+            log = ctx.work / "logs" / f"server-learning-{learning_run_name(arm, seed)}.log"
+            first_step(log, FutureProcess(first))
         second = [pool.submit(learning_arm, ctx, a, gpu, limit, s) for a, s in rest]
         return [first.result(), *(run.result() for run in second)]
 

@@ -335,12 +335,17 @@ def learning_lock(ctx: Context) -> Iterator[None]:
         yield
 
 
+def learning_run_name(arm: str, seed: int) -> str:
+    """A learning run's name: its log (logs/server-learning-NAME.log), run folder and record file carry it."""
+    return arm if seed == 0 else f"{arm}-s{seed}"
+
+
 def learning_arm(ctx: Context, arm: str, gpus: str, limit_s: float, seed: int = 0) -> int:
     """GRPO alone's validation-chosen recipe (arms.yaml's sSEED_grpo-only) for 20 steps on the SFT student in one
     layout (`LEARNING_ARMS`), scored in the run on the held-out tasks at steps 0, 10 and 20; writes
     OUT/multigpu/server_learning_ARM.json (seed 0) or server_learning_ARM-sSEED.json."""
     started = time.time()
-    name = arm if seed == 0 else f"{arm}-s{seed}"
+    name = learning_run_name(arm, seed)
     out = ctx.work / "server-learning" / name
     config = str(out.parent / f"{name}.yaml")  # this job's own copy: the other job may rewrite the sweep's file
     with learning_lock(ctx):  # a phase's two arms start together: one makes the student and the configs, one waits
