@@ -76,6 +76,14 @@ def fp8_learning_tis(ctx: Context) -> int:
     return side_by_side(ctx, [("colocate-fp8-tis", seed) for seed in LEARNING_SEEDS])
 
 
+def fp8_learning_all(ctx: Context) -> int:
+    """`fp8-learning` and `fp8-learning-tis` in one pool of lanes (9 runs, 5 pairs): on a 4-GPU machine a lane each
+    for three seeds' bf16 + FP8 pairs and one for two TIS seeds, the third TIS seed after the first pair; the same
+    records as the two stages."""
+    return side_by_side(ctx, [(arm, seed) for seed in LEARNING_SEEDS for arm in ("colocate", "colocate-fp8")]
+                        + [("colocate-fp8-tis", seed) for seed in LEARNING_SEEDS])
+
+
 def side_by_side(ctx: Context, runs: list[tuple[str, int]]) -> int:
     """Learning runs (arm, seed) two at a time on a GPU, in order: consecutive runs make a pair (the second started
     once the first has logged a step, so that their engines do not profile memory at once); on a machine with

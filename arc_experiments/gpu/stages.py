@@ -50,6 +50,7 @@ STAGES: dict[str, Stage] = {
     "fp8-sync": fp8.fp8_sync,
     "fp8-learning": fp8.fp8_learning,
     "fp8-learning-tis": fp8.fp8_learning_tis,
+    "fp8-learning-all": fp8.fp8_learning_all,
 }
 
 

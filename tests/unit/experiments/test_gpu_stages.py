@@ -549,3 +549,20 @@ def test_every_phase_names_known_jobs_on_disjoint_gpus_each_layout_on_as_many_as
                          machine_size[other] <= machine_size[label]]
                 assert twins, (label, job)
     assert PHASES["T8"] == {"2gpu-server-async1-fp8": "0,1"} and machine_size["T8"] == machine_size["T"] == 2
+
+
+def test_fp8_learning_all_on_four_gpus_runs_nine_runs_in_two_rounds_at_most_two_on_a_gpu(tmp_path, monkeypatch):
+    """Both FP8 learning stages in one pool: three bf16 + FP8 seed pairs and a TIS pair at once, one lane a GPU, the
+    third TIS seed after lane 0's first pair (two rounds, not the three of the stages one after the other)."""
+    from arc_experiments.gpu import fp8_stages
+
+    runs, most = _fake_learning_arms(monkeypatch, fp8_stages)
+    monkeypatch.setattr("arc_experiments.gpu.runner.gpu_ids", lambda: ["0", "1", "2", "3"])
+    assert fp8_stages.fp8_learning_all(Context(out=tmp_path / "out", work=tmp_path / "work")) == 0
+    assert runs[0] == ("student", "0", -1)
+    expected = [(arm, gpu, seed) for arm in ("colocate", "colocate-fp8") for gpu, seed in (("0", 0), ("1", 1), ("2", 2))]
+    expected += [("colocate-fp8-tis", "3", 0), ("colocate-fp8-tis", "3", 1), ("colocate-fp8-tis", "0", 2)]
+    assert sorted(runs[1:]) == sorted(expected)
+    assert most == {"0": 2, "1": 2, "2": 2, "3": 2}
+    lane0 = [(arm, seed) for arm, gpu, seed in runs[1:] if gpu == "0"]
+    assert lane0[-1] == ("colocate-fp8-tis", 2)  # after the lane's first pair
