@@ -36,6 +36,7 @@ class ProcessSpec:
     command: list[str]
     gpus: list[str] | None  # CUDA_VISIBLE_DEVICES for the process; None leaves the environment as it is
     health_url: str | None = None
+    env: dict[str, str] = field(default_factory=dict)  # set in the process's environment, over the inherited one
 
     @property
     def cuda_visible_devices(self) -> str | None:
@@ -43,7 +44,8 @@ class ProcessSpec:
 
     def describe(self) -> str:
         devices = "(inherited)" if self.gpus is None else (self.cuda_visible_devices or '""')
-        line = f"[{self.role}] CUDA_VISIBLE_DEVICES={devices}\n    {shlex.join(self.command)}"
+        extra = "".join(f" {key}={value}" for key, value in self.env.items())
+        line = f"[{self.role}] CUDA_VISIBLE_DEVICES={devices}{extra}\n    {shlex.join(self.command)}"
         if self.health_url:
             line += f"\n    health: {self.health_url}"
         return line
@@ -286,14 +288,21 @@ def build_plan(
             command += ["--multi_gpu"]
         if split.trainer == 0:
             command += ["--cpu"]
-        if auto_ports:
-            command += ["--main_process_port", str(free_port())]
-    else:
+    trainer_env = {}
+    if auto_ports:
+        # accelerate exports --main_process_port as MASTER_PORT only for several processes; a single one (a colocated
+        # run) would leave TRL's vLLM rendezvous to pick the first free of 29500, ... (trl.trainer.utils
+        # ._find_free_port), which runs started at once both take (EADDRINUSE): pin the picked port for every count
+        main_port = free_port()
+        trainer_env["MASTER_PORT"] = str(main_port)
+        if use_accelerate:
+            command += ["--main_process_port", str(main_port)]
+    if not use_accelerate:
         if split.trainer > 1:
             raise PlanError(f"{config_path}: trainer_gpus={split.trainer} needs accelerate (drop --no-accelerate)")
         command = [sys.executable]
     command += [str(train_script), "--config", str(config_path), *train_args, *overrides]
-    trainer = ProcessSpec("trainer", command, trainer_gpus)
+    trainer = ProcessSpec("trainer", command, trainer_gpus, env=trainer_env)
     timeout = float(launch_value(config, "server_startup_timeout"))
     listening = {f"{spec.role} (--port)": int(spec.command[spec.command.index("--port") + 1]) for spec in servers}
     if needs_student_server(config):

@@ -82,7 +82,7 @@ def process_env(spec: ProcessSpec, config_env: dict) -> dict[str, str]:
     env = {**os.environ, **{str(k): str(v) for k, v in config_env.items()}, "PYTHONUNBUFFERED": "1"}
     if spec.cuda_visible_devices is not None:
         env["CUDA_VISIBLE_DEVICES"] = spec.cuda_visible_devices
-    return env
+    return {**env, **spec.env}
 
 
 def _log_tail(path: Path, lines: int = 30) -> str:

@@ -441,6 +441,24 @@ def test_plan_lists_every_port_it_needs(tmp_path):
     assert auto.ports["main_process_port (accelerate's rendezvous, MASTER_PORT)"] != 29500
 
 
+def test_auto_ports_pin_a_colocated_single_process_runs_master_port_in_its_environment(tmp_path, monkeypatch):
+    """Machine 8 (results/gpu_fp8/8_h100x4_2026-11-28): four colocated runs started at once; accelerate exports
+    --main_process_port as MASTER_PORT only for several processes, so TRL's vLLM rendezvous took the first free of
+    29500, ... in each, and one died with EADDRINUSE on 29500. The picked port must reach the process's env."""
+    from arc_trl.launch.server_runner import process_env
+
+    monkeypatch.setenv("MASTER_PORT", "29500")  # an inherited value does not win either
+    for use_accelerate in (True, False):
+        plan = build_plan({}, tmp_path / "c.yaml", ["0"], auto_ports=True, use_accelerate=use_accelerate)
+        port = plan.trainer.env["MASTER_PORT"]
+        assert port != "29500" and process_env(plan.trainer, {})["MASTER_PORT"] == port
+        if use_accelerate:
+            command = plan.trainer.command
+            assert command[command.index("--main_process_port") + 1] == port
+        assert f"MASTER_PORT={port}" in plan.trainer.describe()
+    assert build_plan({}, tmp_path / "c.yaml", ["0"]).trainer.env == {}  # without --auto-ports, TRL's own choice
+
+
 def test_a_taken_port_stops_the_run_before_any_process_starts(tmp_path):
     import socket
 
