@@ -442,7 +442,7 @@ def test_plan_lists_every_port_it_needs(tmp_path):
 
 
 def test_auto_ports_pin_a_colocated_single_process_runs_master_port_in_its_environment(tmp_path, monkeypatch):
-    """Machine 8 (results/gpu_fp8/8_h100x4_2026-11-28): four colocated runs started at once; accelerate exports
+    """Machine 2_h100x4_2026-11-28a (results/gpu_fp8/): four colocated runs started at once; accelerate exports
     --main_process_port as MASTER_PORT only for several processes, so TRL's vLLM rendezvous took the first free of
     29500, ... in each, and one died with EADDRINUSE on 29500. The picked port must reach the process's env."""
     from arc_trl.launch.server_runner import process_env
