@@ -163,16 +163,15 @@ def machine_folders(folder: Path) -> list[Path]:
 
 
 def machine_rows(machine: Path, measured_elsewhere: frozenset[str] = frozenset()) -> list[dict[str, Any]]:
-    """One machine's layout rows, each against that machine's one-GPU step; a layout of its phases that left a trainer
-    log but no record (its machine was lost mid-run) from that log (`partial_row`), unless it logged only its warm-up
-    step and some machine measured it in full (`measured_elsewhere`)."""
+    """One machine's layout rows, each against that machine's one-GPU step (no speed-up where it ran none); a layout
+    of its phases that left a trainer log but no record (its machine was lost mid-run) from that log (`partial_row`),
+    unless it logged only its warm-up step and some machine measured it in full (`measured_elsewhere`)."""
     records = {json.loads(p.read_text())["layout"]: json.loads(p.read_text())
                for p in sorted(machine.glob("layout_*.json"))}
     if not records:
         return []  # a machine that ran only checks or drills
-    if BASELINE not in records:
-        raise FileNotFoundError(f"{machine}: no layout_{BASELINE}.json (the same machine's one-GPU step)")
-    baseline = layout_row(records[BASELINE], None)["step_s"]
+    # a machine lent for a pair of layouts beside each other (e.g. phase F8) ran no one-GPU step: no speed-up over it
+    baseline = layout_row(records[BASELINE], None)["step_s"] if BASELINE in records else None
     rows = [{"machine": machine.name, **layout_row(records[name], baseline)} for name in records]
     phases = json.loads((machine / "machine.json").read_text()).get("phases", {})
     jobs = {job: gpus for phase in phases.values() for job, gpus in phase.items()}
