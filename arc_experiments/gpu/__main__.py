@@ -23,7 +23,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "--work", type=Path, default=Path("/tmp/arc-gpu"), help="models, runs and logs (default %(default)s)"
     )
-    parser.add_argument("--seed", type=int, help="the training seed of control (default 0) and seedpair (default 1)")
+    parser.add_argument("--seed", type=int, help="the training seed of control (default 0) and seedpair (default 1); "
+                        "fp8-learning*: only this seed (default 0-2)")
     parser.add_argument("--only", help="pieces / teachers / seedpair: the experiment's stages (shell patterns); "
                         "multigpu: its phases (A,B,...)")
     parser.add_argument("--steps", type=int, help="optimizer steps of the measuring runs (each stage has a default)")

@@ -18,6 +18,12 @@ ROLLOUTS_8B = {  # run name -> the rollout flags; measured in this order, on the
 LEARNING_SEEDS = (0, 1, 2)
 
 
+def learning_seeds(ctx: Context) -> tuple[int, ...]:
+    """The learning stages' seeds: 0-2, or only `--seed N` (e.g. to replace one lost run; its pairs need the same
+    machine's student, so a replaced run's partner runs again beside it)."""
+    return LEARNING_SEEDS if ctx.seed is None else (ctx.seed,)
+
+
 def fp8_8b(ctx: Context) -> int:
     """configs/qwen3-8b-1gpu-colocate.yaml (random 8B shape, every turn forced to its cap, 3 steps) at bf16, FP8
     weights and FP8 weights + KV cache, back to back: the step's parts (time/*), the sampler/trainer gap (sampling/*)
@@ -66,22 +72,23 @@ def fp8_learning(ctx: Context) -> int:
     FP8 rollouts, seeds 0-2, each seed's two runs side by side on one GPU (`side_by_side`; the student and the arms'
     configs made once, `learning_lock`), scored on the held-out tasks at steps 0, 10 and 20:
     OUT/multigpu/server_learning_colocate[-fp8][-sSEED].json."""
-    return side_by_side(ctx, [(arm, seed) for seed in LEARNING_SEEDS for arm in ("colocate", "colocate-fp8")])
+    return side_by_side(ctx, [(arm, seed) for seed in learning_seeds(ctx) for arm in ("colocate", "colocate-fp8")])
 
 
 def fp8_learning_tis(ctx: Context) -> int:
     """The FP8 arm again with token-level truncated importance sampling (`vllm_importance_sampling_mode:
     token_truncate`) in place of TRL's sequence-level default, seeds 0-2 (two at a time on a GPU), against the same
     machine's bf16 runs of `fp8-learning`: OUT/multigpu/server_learning_colocate-fp8-tis[-sSEED].json."""
-    return side_by_side(ctx, [("colocate-fp8-tis", seed) for seed in LEARNING_SEEDS])
+    return side_by_side(ctx, [("colocate-fp8-tis", seed) for seed in learning_seeds(ctx)])
 
 
 def fp8_learning_all(ctx: Context) -> int:
     """`fp8-learning` and `fp8-learning-tis` in one pool of lanes (9 runs, 5 pairs): on a 4-GPU machine a lane each
     for three seeds' bf16 + FP8 pairs and one for two TIS seeds, the third TIS seed after the first pair; the same
     records as the two stages."""
-    return side_by_side(ctx, [(arm, seed) for seed in LEARNING_SEEDS for arm in ("colocate", "colocate-fp8")]
-                        + [("colocate-fp8-tis", seed) for seed in LEARNING_SEEDS])
+    seeds = learning_seeds(ctx)
+    return side_by_side(ctx, [(arm, seed) for seed in seeds for arm in ("colocate", "colocate-fp8")]
+                        + [("colocate-fp8-tis", seed) for seed in seeds])
 
 
 def side_by_side(ctx: Context, runs: list[tuple[str, int]]) -> int:

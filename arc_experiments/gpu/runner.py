@@ -30,7 +30,7 @@ class Context:
 
     out: Path  # what comes back: results, logs and profiles (`collect`)
     work: Path = Path("/tmp/arc-gpu")  # models, runs and logs on the machine
-    seed: int | None = None  # the training seed of control (default 0) and seedpair (default 1)
+    seed: int | None = None  # the training seed of control (default 0) and seedpair (default 1); fp8-learning*: the one
     only: str | None = None  # the experiment's stages to run (pieces, teachers)
     steps: int | None = None  # optimizer steps of the measuring runs (each stage has its default)
     limit: int = 570  # seconds for a stage's main command

@@ -566,3 +566,17 @@ def test_fp8_learning_all_on_four_gpus_runs_nine_runs_in_two_rounds_at_most_two_
     assert most == {"0": 2, "1": 2, "2": 2, "3": 2}
     lane0 = [(arm, seed) for arm, gpu, seed in runs[1:] if gpu == "0"]
     assert lane0[-1] == ("colocate-fp8-tis", 2)  # after the lane's first pair
+
+
+def test_fp8_learning_all_with_a_seed_runs_that_seeds_three_runs_only(tmp_path, monkeypatch):
+    """`--seed 2` replaces a lost seed: its bf16 and FP8 runs side by side, then its TIS run, on one GPU (a pair's
+    partner runs again beside it: the pairs share a machine's student)."""
+    from arc_experiments.gpu import fp8_stages
+
+    runs, most = _fake_learning_arms(monkeypatch, fp8_stages)
+    monkeypatch.setattr("arc_experiments.gpu.runner.gpu_ids", lambda: [])
+    assert fp8_stages.fp8_learning_all(Context(out=tmp_path / "out", work=tmp_path / "work", seed=2)) == 0
+    assert runs[0] == ("student", "0", -1)
+    assert sorted(runs[1:3]) == [("colocate", "0", 2), ("colocate-fp8", "0", 2)] and runs[3:] == [
+        ("colocate-fp8-tis", "0", 2)]
+    assert most == {"0": 2}
