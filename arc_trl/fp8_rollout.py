@@ -12,6 +12,8 @@ from __future__ import annotations
 
 import logging
 
+from arc_trl.warn_once import warn_once
+
 logger = logging.getLogger(__name__)
 
 ROLLOUT_DTYPES = ("bf16", "fp8")
@@ -44,15 +46,11 @@ def sequence_is_warning(rollout_dtype: str, use_vllm: bool, correction: bool, mo
             "(docs/fp8.md)")
 
 
-_warned: set[str] = set()  # the messages already logged by this process (the parser and the trainer both check)
-
-
 def warn_sequence_is(rollout_dtype: str, use_vllm: bool, correction: bool, mode: str) -> str | None:
     """Log `sequence_is_warning` once per process; return it."""
     message = sequence_is_warning(rollout_dtype, use_vllm, correction, mode)
-    if message and message not in _warned:
-        _warned.add(message)
-        logger.warning("config: %s", message)
+    if message:
+        warn_once(logger, f"config: {message}")
     return message
 
 

@@ -12,6 +12,8 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from arc_trl.warn_once import warn_once
+
 logger = logging.getLogger(__name__)
 
 
@@ -32,8 +34,6 @@ RULES = (
          "samples with the trainer's own weights)"),
 )
 
-_warned: set[str] = set()  # the messages already logged by this process
-
 
 def ineffective_keys(config: Mapping[str, Any], defaults: Mapping[str, Any]) -> list[str]:
     """One message per key of `config` set away from its value in `defaults` (which holds every key the rules read)
@@ -53,7 +53,5 @@ def warn_ineffective_keys(config: Mapping[str, Any], defaults: Mapping[str, Any]
     """Log a warning for each of `ineffective_keys` not logged before by this process; all of them are returned."""
     messages = ineffective_keys(config, defaults)
     for message in messages:
-        if message not in _warned:
-            _warned.add(message)
-            logger.warning("config: %s", message)
+        warn_once(logger, f"config: {message}")
     return messages

@@ -35,9 +35,9 @@ from arc_trl.rollout.turns import (
     open_sessions,
     turn_token_cap,
 )
+from arc_trl.warn_once import warn_once
 
 logger = logging.getLogger(__name__)
-_warned: set[str] = set()
 
 
 def per_episode_unsupported(generator) -> str | None:
@@ -47,9 +47,7 @@ def per_episode_unsupported(generator) -> str | None:
 
 def warn_lockstep_fallback(reason: str) -> None:
     """Say once per reason that per-episode scheduling fell back to lock-step."""
-    if reason not in _warned:
-        _warned.add(reason)
-        logger.warning("rollout_scheduling=per_episode falls back to lockstep: %s", reason)
+    warn_once(logger, f"rollout_scheduling=per_episode falls back to lockstep: {reason}")
 
 
 def run_per_episode(

@@ -21,7 +21,9 @@ RULE_KEYS = tuple(key for rule in ineffective_keys.RULES for key in rule.keys)
 
 @pytest.fixture(autouse=True)
 def fresh_process(monkeypatch, caplog):
-    monkeypatch.setattr(ineffective_keys, "_warned", set())  # as in a new process
+    from arc_trl import warn_once
+
+    monkeypatch.setattr(warn_once, "said", set())  # as in a new process
     caplog.set_level(logging.WARNING, logger=ineffective_keys.__name__)
 
 

@@ -173,7 +173,9 @@ def test_fp8_under_a_sequence_level_is_ratio_warns_once_and_token_level_or_bf16_
     from arc_trl import fp8_rollout
     from arc_trl.config import ArcConfig
 
-    monkeypatch.setattr(fp8_rollout, "_warned", set())  # as in a new process
+    from arc_trl import warn_once
+
+    monkeypatch.setattr(warn_once, "said", set())  # as in a new process
     caplog.set_level(logging.WARNING, logger=fp8_rollout.__name__)
 
     def check(dtype: str, mode: str, use_vllm: bool = True, correction: bool = True) -> list[str]:
