@@ -56,7 +56,8 @@ SUMMARIES = {
                         learning_06b),
     "smollm2": Summary("results/gpu_learning_smollm2_summary.json", "results/gpu_learning_smollm2/", _smollm2),
     "step": Summary("results/gpu_step_summary.json",
-                    "results/gpu_profiles/speed_*.json, results/gpu_step_speed/summary_inputs.json, results/gpu_fp8/",
+                    "results/gpu_profiles/speed_*.json, results/gpu_step_speed/summary_inputs.json, results/gpu_fp8/, "
+                    "results/gpu_multigpu/MACHINE/layout_*-fp8.json",
                     _steps, indent=1),
     "multigpu": Summary("results/gpu_multigpu_summary.json", "results/gpu_multigpu/", _multigpu, indent=1),
 }

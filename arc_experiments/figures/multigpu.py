@@ -1,5 +1,6 @@
 """results/gpu_multigpu_summary.json from the files `python -m arc_experiments.gpu multigpu` brought back, committed
-under results/gpu_multigpu/MACHINE/ (one folder per machine, each row against its own machine's one-GPU step): each
+under results/gpu_multigpu/MACHINE/ (one folder per machine, each row against its own machine's one-GPU step where
+it ran one): each
 layout's record (layout_NAME.json: its run summary's per-step time budget, the per-GPU peak memory nvidia-smi saw,
 the command), the drills (drills.json), the per-engine weight check (engine_check.json), the learning subject's arms
 (server_learning_ARM.json[.gz]); and results/gpu_multigpu/lora_drift.json, the base drift of 100 LoRA syncs
@@ -158,7 +159,7 @@ def layout_row(record: dict[str, Any], baseline_step_s: float | None) -> dict[st
 
 
 def machine_folders(folder: Path) -> list[Path]:
-    """The machines' folders (results/gpu_multigpu/MACHINE/, each with its own one-GPU step), in name order."""
+    """The machines' folders (results/gpu_multigpu/MACHINE/, each with its machine.json), in name order."""
     return sorted(p for p in folder.iterdir() if p.is_dir() and (p / "machine.json").exists())
 
 
@@ -180,7 +181,8 @@ def machine_rows(machine: Path, measured_elsewhere: frozenset[str] = frozenset()
         logged = 0 if name in records or not log.exists() else len(logged_steps(log))
         if not logged:
             continue
-        row = partial_row(name, len(gpus.split(",")), log, baseline, first_step_s(records[BASELINE]),
+        row = partial_row(name, len(gpus.split(",")), log, baseline,
+                          first_step_s(records[BASELINE]) if BASELINE in records else None,
                           f"its machine was lost after {logged} logged step(s), before it wrote its "
                           "record: figures from its trainer log (busy fractions and peak memory not in this row)")
         if row["steps_measured"] or name not in measured_elsewhere:
@@ -204,7 +206,7 @@ def summary(root: Path) -> dict[str, Any]:
         "machines": {m.name: json.loads((m / "machine.json").read_text()) for m in machines},
         "workload": "configs/qwen3-8b-*.yaml: the random Qwen3-8B shape, LoRA r16, 32 episodes of 6 turns x 768 tokens"
                     " per step, every turn forced to its cap (benchmark_full_turns); step figures: mean of steps 2+;"
-                    " each row against the one-GPU step of its own machine",
+                    " each row against the one-GPU step of its own machine (no speed-up where it ran none)",
         "layouts": [row for m in machines for row in machine_rows(m, measured)],
     }
     for key, name in (("drills", "drills.json"), ("engine_check", "engine_check.json")):

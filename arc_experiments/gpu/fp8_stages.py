@@ -21,7 +21,11 @@ LEARNING_SEEDS = (0, 1, 2)
 def learning_seeds(ctx: Context) -> tuple[int, ...]:
     """The learning stages' seeds: 0-2, or only `--seed N` (e.g. to replace one lost run; its pairs need the same
     machine's student, so a replaced run's partner runs again beside it)."""
-    return LEARNING_SEEDS if ctx.seed is None else (ctx.seed,)
+    if ctx.seed is None:
+        return LEARNING_SEEDS
+    if ctx.seed not in LEARNING_SEEDS:  # arms.yaml has a GRPO-alone recipe for these seeds only
+        raise ValueError(f"--seed {ctx.seed}: the FP8 learning stages run seeds {', '.join(map(str, LEARNING_SEEDS))}")
+    return (ctx.seed,)
 
 
 def fp8_8b(ctx: Context) -> int:

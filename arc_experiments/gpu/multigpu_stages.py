@@ -7,7 +7,8 @@ phases in that order (default: all, in PHASES' order).
 Every layout job: configs/qwen3-8b-*.yaml through `arc-trl serve`, the random 8B shape with every turn forced to its
 cap, the same 32 episodes a step. Each writes OUT/multigpu/layout_NAME.json (its run summary, per-GPU peak memory from
 nvidia-smi, the command); committed under results/gpu_multigpu/MACHINE/, `python -m arc_experiments.figures multigpu`
-turns them into results/gpu_multigpu_summary.json, each layout against its own machine's one-GPU step.
+turns them into results/gpu_multigpu_summary.json, each layout against its own machine's one-GPU step (if it ran
+one).
 """
 
 from __future__ import annotations

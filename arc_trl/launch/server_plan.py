@@ -236,7 +236,8 @@ def build_plan(
     """Lay out `config` on `gpus` (device ids or UUIDs as in CUDA_VISIBLE_DEVICES; empty: no GPU visible).
 
     `auto_ports`: pick free ports for the servers, the NCCL weight-sync group and accelerate, and pass them to the
-    trainer as CLI overrides (several jobs can then share a machine). Keys of PLAN_KEYS in `train_args` override
+    trainer as CLI overrides, accelerate's also as MASTER_PORT in its environment (several jobs can then share a
+    machine). Keys of PLAN_KEYS in `train_args` override
     the config's."""
     config = with_overrides(config, list(train_args or []))
     try:
@@ -308,7 +309,9 @@ def build_plan(
     if needs_student_server(config):
         listening["vllm_group_port (the NCCL weight-sync group)"] = _trainer_port(command, "--vllm_group_port") or int(
             config.get("vllm_group_port") or DEFAULT_VLLM_GROUP_PORT)
-    if use_accelerate and split.trainer > 1:
+    if "MASTER_PORT" in trainer_env:
+        listening["main_process_port (accelerate's rendezvous, MASTER_PORT)"] = int(trainer_env["MASTER_PORT"])
+    elif use_accelerate and split.trainer > 1:
         listening["main_process_port (accelerate's rendezvous, MASTER_PORT)"] = _trainer_port(
             command, "--main_process_port") or _main_process_port(accelerate_config)
     return LaunchPlan(split, list(gpus), gpu_source, servers, trainer, timeout, notes, listening)

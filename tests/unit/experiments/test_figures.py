@@ -161,6 +161,13 @@ def test_a_lost_layout_of_a_machines_phases_gets_a_row_from_its_log_unless_only_
     assert rows["4gpu-seeds"]["first_step_speedup"] == round(70.0 / 59.0, 3)
     assert "4gpu-seeds" not in {row["layout"] for row in machine_rows(machine, frozenset({"4gpu-seeds"}))}
     assert "2gpu-server" in {row["layout"] for row in machine_rows(machine, frozenset({"2gpu-server"}))}
+    # a machine without a one-GPU step (phase F8 alone): its lost layout's row has no speed-up, and no error
+    (machine / "layout_1gpu-colocate.json").rename(machine / "layout_2gpu-server-async1.json")
+    record = _json.loads((machine / "layout_2gpu-server-async1.json").read_text())
+    (machine / "layout_2gpu-server-async1.json").write_text(_json.dumps({**record, "layout": "2gpu-server-async1"}))
+    rows = {row["layout"]: row for row in machine_rows(machine)}
+    assert rows["2gpu-server"]["step_s"] == 60.0 and rows["2gpu-server"]["speedup"] is None
+    assert rows["4gpu-seeds"]["first_step_speedup"] is None
 
 
 def test_server_learning_scores_each_run_at_each_evaluated_step():

@@ -560,7 +560,8 @@ def test_fp8_learning_all_on_four_gpus_runs_nine_runs_in_two_rounds_at_most_two_
     monkeypatch.setattr("arc_experiments.gpu.runner.gpu_ids", lambda: ["0", "1", "2", "3"])
     assert fp8_stages.fp8_learning_all(Context(out=tmp_path / "out", work=tmp_path / "work")) == 0
     assert runs[0] == ("student", "0", -1)
-    expected = [(arm, gpu, seed) for arm in ("colocate", "colocate-fp8") for gpu, seed in (("0", 0), ("1", 1), ("2", 2))]
+    lanes = (("0", 0), ("1", 1), ("2", 2))
+    expected = [(arm, gpu, seed) for arm in ("colocate", "colocate-fp8") for gpu, seed in lanes]
     expected += [("colocate-fp8-tis", "3", 0), ("colocate-fp8-tis", "3", 1), ("colocate-fp8-tis", "0", 2)]
     assert sorted(runs[1:]) == sorted(expected)
     assert most == {"0": 2, "1": 2, "2": 2, "3": 2}
@@ -580,3 +581,5 @@ def test_fp8_learning_all_with_a_seed_runs_that_seeds_three_runs_only(tmp_path, 
     assert sorted(runs[1:3]) == [("colocate", "0", 2), ("colocate-fp8", "0", 2)] and runs[3:] == [
         ("colocate-fp8-tis", "0", 2)]
     assert most == {"0": 2}
+    with pytest.raises(ValueError, match="--seed 3: the FP8 learning stages run seeds 0, 1, 2"):
+        fp8_stages.fp8_learning(Context(out=tmp_path / "out", work=tmp_path / "work", seed=3))

@@ -451,7 +451,8 @@ def test_auto_ports_pin_a_colocated_single_process_runs_master_port_in_its_envir
     for use_accelerate in (True, False):
         plan = build_plan({}, tmp_path / "c.yaml", ["0"], auto_ports=True, use_accelerate=use_accelerate)
         port = plan.trainer.env["MASTER_PORT"]
-        assert port != "29500" and process_env(plan.trainer, {})["MASTER_PORT"] == port
+        assert port != "29500" and process_env(plan.trainer, {"MASTER_PORT": "1234"})["MASTER_PORT"] == port
+        assert plan.ports["main_process_port (accelerate's rendezvous, MASTER_PORT)"] == int(port)  # checked free
         if use_accelerate:
             command = plan.trainer.command
             assert command[command.index("--main_process_port") + 1] == port

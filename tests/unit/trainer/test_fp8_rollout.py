@@ -170,10 +170,8 @@ def test_fp8_under_a_sequence_level_is_ratio_warns_once_and_token_level_or_bf16_
     import logging
     from types import SimpleNamespace
 
-    from arc_trl import fp8_rollout
+    from arc_trl import fp8_rollout, warn_once
     from arc_trl.config import ArcConfig
-
-    from arc_trl import warn_once
 
     monkeypatch.setattr(warn_once, "said", set())  # as in a new process
     caplog.set_level(logging.WARNING, logger=fp8_rollout.__name__)
