@@ -23,20 +23,25 @@ COMMAND = ("python -m arc_experiments.gpu fp8-8b fp8-learning --out OUT (configs
            "back; the learning subject colocated, bf16 vs fp8 rollouts, seeds 0-2)")
 
 
+def logged(steps: list[dict[str, Any]], key: str) -> list[float]:
+    """The values of `key` in the steps that logged it."""
+    return [step[key] for step in steps if step.get(key) is not None]
+
+
 def step_mean(steps: list[dict[str, Any]], key: str) -> float | None:
     """The mean of `key` over the steps that logged it, to 3 decimals (times)."""
-    return _mean([step[key] for step in steps if step.get(key) is not None])
+    return _mean(logged(steps, key))
 
 
 def step_mean_sig(steps: list[dict[str, Any]], key: str) -> float | None:
     """The same to 3 significant figures: gaps of ~1e-3, shares of ~1e-4 and ratios of ~1e-23 stay readable."""
-    values = [step[key] for step in steps if step.get(key) is not None]
+    values = logged(steps, key)
     return float(f"{sum(values) / len(values):.3g}") if values else None
 
 
 def step_min(steps: list[dict[str, Any]], key: str) -> float | None:
     """The smallest value of `key` over the steps that logged it, unrounded (a ~1e-26 ratio stays itself)."""
-    values = [step[key] for step in steps if step.get(key) is not None]
+    values = logged(steps, key)
     return min(values) if values else None
 
 

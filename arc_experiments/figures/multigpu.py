@@ -172,7 +172,8 @@ def machine_rows(machine: Path, measured_elsewhere: frozenset[str] = frozenset()
     if not records:
         return []  # a machine that ran only checks or drills
     # a machine lent for a pair of layouts beside each other (e.g. phase F8) ran no one-GPU step: no speed-up over it
-    baseline = layout_row(records[BASELINE], None)["step_s"] if BASELINE in records else None
+    base = records.get(BASELINE)
+    baseline = layout_row(base, None)["step_s"] if base else None
     rows = [{"machine": machine.name, **layout_row(records[name], baseline)} for name in records]
     phases = json.loads((machine / "machine.json").read_text()).get("phases", {})
     jobs = {job: gpus for phase in phases.values() for job, gpus in phase.items()}
@@ -182,7 +183,7 @@ def machine_rows(machine: Path, measured_elsewhere: frozenset[str] = frozenset()
         if not logged:
             continue
         row = partial_row(name, len(gpus.split(",")), log, baseline,
-                          first_step_s(records[BASELINE]) if BASELINE in records else None,
+                          first_step_s(base) if base else None,
                           f"its machine was lost after {logged} logged step(s), before it wrote its "
                           "record: figures from its trainer log (busy fractions and peak memory not in this row)")
         if row["steps_measured"] or name not in measured_elsewhere:

@@ -76,14 +76,24 @@ def fp8_learning(ctx: Context) -> int:
     FP8 rollouts, seeds 0-2, each seed's two runs side by side on one GPU (`side_by_side`; the student and the arms'
     configs made once, `learning_lock`), scored on the held-out tasks at steps 0, 10 and 20:
     OUT/multigpu/server_learning_colocate[-fp8][-sSEED].json."""
-    return side_by_side(ctx, [(arm, seed) for seed in learning_seeds(ctx) for arm in ("colocate", "colocate-fp8")])
+    return side_by_side(ctx, pair_runs(learning_seeds(ctx)))
+
+
+def pair_runs(seeds: tuple[int, ...]) -> list[tuple[str, int]]:
+    """Each seed's bf16 run, then its FP8 run: consecutive, so that `side_by_side` pairs them on one GPU."""
+    return [(arm, seed) for seed in seeds for arm in ("colocate", "colocate-fp8")]
+
+
+def tis_runs(seeds: tuple[int, ...]) -> list[tuple[str, int]]:
+    """The FP8 arm with token-level truncated IS, a run a seed."""
+    return [("colocate-fp8-tis", seed) for seed in seeds]
 
 
 def fp8_learning_tis(ctx: Context) -> int:
     """The FP8 arm again with token-level truncated importance sampling (`vllm_importance_sampling_mode:
     token_truncate`) in place of TRL's sequence-level default, seeds 0-2 (two at a time on a GPU), against the same
     machine's bf16 runs of `fp8-learning`: OUT/multigpu/server_learning_colocate-fp8-tis[-sSEED].json."""
-    return side_by_side(ctx, [("colocate-fp8-tis", seed) for seed in learning_seeds(ctx)])
+    return side_by_side(ctx, tis_runs(learning_seeds(ctx)))
 
 
 def fp8_learning_all(ctx: Context) -> int:
@@ -91,8 +101,7 @@ def fp8_learning_all(ctx: Context) -> int:
     for three seeds' bf16 + FP8 pairs and one for two TIS seeds, the third TIS seed after the first pair; the same
     records as the two stages."""
     seeds = learning_seeds(ctx)
-    return side_by_side(ctx, [(arm, seed) for seed in seeds for arm in ("colocate", "colocate-fp8")]
-                        + [("colocate-fp8-tis", seed) for seed in seeds])
+    return side_by_side(ctx, pair_runs(seeds) + tis_runs(seeds))
 
 
 def side_by_side(ctx: Context, runs: list[tuple[str, int]]) -> int:
