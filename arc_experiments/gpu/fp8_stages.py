@@ -8,7 +8,8 @@ from concurrent.futures import Future, ThreadPoolExecutor
 
 from arc_experiments.gpu.measure_stages import PY, RECIPE_8B, shape_8b, train
 from arc_experiments.gpu.multigpu_stages import learning_arm, learning_run_name, learning_student
-from arc_experiments.gpu.runner import Context, failed, first_step, pool_gpus, run
+from arc_experiments.gpu.profile_stages import profile_run, recipe_8b_step
+from arc_experiments.gpu.runner import ROOT, Context, failed, first_step, pool_gpus, run
 
 ROLLOUTS_8B = {  # run name -> the rollout flags; measured in this order, on the same GPU
     "8b-rollout-bf16": [],
@@ -33,14 +34,30 @@ def fp8_8b(ctx: Context) -> int:
     weights and FP8 weights + KV cache, back to back: the step's parts (time/*), the sampler/trainer gap (sampling/*)
     and peak memory (memory/*) in each run's run_summary.json under WORK/runs/8b-rollout-*"""
     code, model = shape_8b(ctx)
-    common = ["--config", RECIPE_8B, "--model_name_or_path", model, "--max_steps", str(ctx.steps or 3),
-              "--report_to", "none", "--save_strategy", "no", "--benchmark_full_turns", "true",
-              "--collapse_guard", "off", "--seed", "0"]
+    common = recipe_8b_step(model, ctx.steps or 3)
     codes = [code]
     for name, flags in ROLLOUTS_8B.items():
         codes.append(code or train(ctx, name, max(ctx.limit, 900), *common, *flags))
         if not code and not ctx.dry_run:
             write_rollout_record(ctx, name, flags, codes[-1])
+    return failed(*codes)
+
+
+PROFILE_PORT = "29777"  # the profiled run's rendezvous (MASTER_PORT): below the OS's ephemeral ports, which
+# `arc-trl serve --auto-ports` picks for runs beside it on other GPUs of the machine; TRL's default is 29500 and up
+
+
+def fp8_profile(ctx: Context) -> int:
+    """The 8B recipe (as `fp8-8b`) at FP8 weights and at FP8 weights + FP8 KV cache, back to back, the last step under
+    torch.profiler (benchmarks/profile_step.py -> OUT/profile_8b-rollout-fp8*.json): the attention kernel an FP8 KV
+    cache runs and its time a decode step, beside the FP8-weights run's (docs/fp8.md: the KV cache's missing gain)."""
+    code, model = shape_8b(ctx)
+    steps = ctx.steps or 3
+    codes = [code]
+    for name, flags in ROLLOUTS_8B.items():
+        if flags and not code:
+            codes.append(profile_run(ctx, f"profile_{name}", ROOT, max(ctx.limit, 900), *recipe_8b_step(model, steps),
+                                     *flags, torch_step=steps, env={"MASTER_PORT": PROFILE_PORT}))
     return failed(*codes)
 
 

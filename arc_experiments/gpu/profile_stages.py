@@ -13,8 +13,10 @@ from arc_experiments.gpu.measure_stages import GRPO, PY, RECIPE_8B, shape_8b
 from arc_experiments.gpu.runner import ROOT, Context, failed, run
 
 
-def _profile(ctx: Context, name: str, tree: Path, limit: int, *train_args: str, torch_step: int | None = None) -> int:
-    """benchmarks/profile_step.py of `tree` (this checkout, or an older one for a before/after) on one run."""
+def profile_run(ctx: Context, name: str, tree: Path, limit: int, *train_args: str, torch_step: int | None = None,
+                env: dict[str, str] | None = None) -> int:
+    """benchmarks/profile_step.py of `tree` (this checkout, or an older one for a before/after) on one run (`env`
+    added to its environment)."""
     torch_profile = ["--torch-profile-step", str(torch_step)] if torch_step else []
     path = os.pathsep.join(
         [str(tree), *[p for p in os.environ.get("PYTHONPATH", "").split(os.pathsep) if p and Path(p).resolve() != ROOT]]
@@ -35,7 +37,7 @@ def _profile(ctx: Context, name: str, tree: Path, limit: int, *train_args: str, 
             str(ctx.work / "runs" / name),
         ],
         cwd=tree,
-        env={"PYTHONPATH": path},
+        env={**(env or {}), "PYTHONPATH": path},
     )
 
 
@@ -51,7 +53,7 @@ def _learning_step(ctx: Context, student: str, config: str, learning_rate: str |
             "--max_steps", str(ctx.steps or 6), "--seed", "0", "--collapse_guard", "off", *lr]
 
 
-def _recipe_8b_step(model: str, steps: int) -> list[str]:
+def recipe_8b_step(model: str, steps: int) -> list[str]:
     """configs/qwen3-8b-1gpu-colocate.yaml as written on the random 8B shape, every turn forced to its cap."""
     return ["--config", RECIPE_8B, "--model_name_or_path", model, "--max_steps", str(steps), "--report_to", "none",
             "--save_strategy", "no", "--benchmark_full_turns", "true", "--collapse_guard", "off", "--seed", "0"]
@@ -65,7 +67,7 @@ def _need_baseline(ctx: Context, stage: str) -> None:
 
 def _before_after(ctx: Context, name: str, limit: int, train_args: list[str]) -> list[int]:
     """The same run from .baseline/ and from this checkout, one right after the other on this machine."""
-    return [_profile(ctx, f"{name}_{tree_name}", tree, limit, *train_args)
+    return [profile_run(ctx, f"{name}_{tree_name}", tree, limit, *train_args)
             for tree_name, tree in (("baseline", BASELINE), ("after", ROOT))]
 
 
@@ -106,10 +108,10 @@ def speed_8b(ctx: Context) -> int:
     _need_baseline(ctx, "speed8b")
     variants = {variant: _variant_args(variant, VARIANT_ARGS_8B) for variant in ctx.variants_8b}  # unknown: stop now
     code, model = shape_8b(ctx)
-    codes = [code, *_before_after(ctx, "speed_8b", 900, _recipe_8b_step(model, 3))]
+    codes = [code, *_before_after(ctx, "speed_8b", 900, recipe_8b_step(model, 3))]
     for variant, extra in variants.items():
-        codes.append(_profile(ctx, f"speed_8b_{variant}", ROOT, 900, *_recipe_8b_step(model, 4), *extra,
-                              torch_step=4))
+        codes.append(profile_run(ctx, f"speed_8b_{variant}", ROOT, 900, *recipe_8b_step(model, 4), *extra,
+                                 torch_step=4))
     return failed(*codes)
 
 
@@ -140,6 +142,6 @@ def profile(ctx: Context) -> int:
     variants = {variant: _variant_args(variant, VARIANT_ARGS) for variant in ctx.variants}  # unknown: stop now
     codes = [ensure_student(ctx)]
     for variant, extra in variants.items():
-        codes.append(_profile(ctx, f"profile_{variant}", ROOT, 300, *_learning_step(ctx, student, GRPO, None), *extra,
-                              torch_step=ctx.steps or 6))
+        step = _learning_step(ctx, student, GRPO, None)
+        codes.append(profile_run(ctx, f"profile_{variant}", ROOT, 300, *step, *extra, torch_step=ctx.steps or 6))
     return failed(*codes)

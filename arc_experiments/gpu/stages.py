@@ -48,6 +48,7 @@ STAGES: dict[str, Stage] = {
     "server-learning": multigpu.server_learning,
     "fp8-8b": fp8.fp8_8b,
     "fp8-sync": fp8.fp8_sync,
+    "fp8-profile": fp8.fp8_profile,
     "fp8-learning": fp8.fp8_learning,
     "fp8-learning-tis": fp8.fp8_learning_tis,
     "fp8-learning-all": fp8.fp8_learning_all,

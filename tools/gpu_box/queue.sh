@@ -10,12 +10,15 @@
 #   size): bash tools/gpu_box/queue.sh stash .gpu4 (and .gpu5); pip then finds them offline (PIP_FIND_LINKS)
 #   call 3 (carry .gpu3):            bash tools/gpu_box/queue.sh start $OUT STAGE... [--seed N ...] # unpack, start
 #   later calls:                     LIMIT=540 bash tools/gpu_box/queue.sh watch $OUT   # call timeout >= LIMIT + 30
+#   a second queue beside the first, on other GPUs (QUEUE names it; watch waits for every queue and brings back all):
+#     CUDA_VISIBLE_DEVICES=0,1,2 bash tools/gpu_box/queue.sh start $OUT STAGE...;
+#     CUDA_VISIBLE_DEVICES=3 QUEUE=b bash tools/gpu_box/queue.sh start $OUT STAGE...
 #   keep LIMIT + 30 under the session's device time left (a call the budget cuts short brings nothing back), and
 #   make the next call at once (an idle machine is taken back within ~30 s, and the queue with it)
 # On a machine with everything installed, run the stages directly: python -m arc_experiments.gpu STAGE... --out DIR.
 set -uo pipefail
 verb=${1:?stash|start|watch}; out=${2:?folder}; shift 2
-queue=/tmp/arc-gpu/queue; mkdir -p "$queue"
+queue=/tmp/arc-gpu/queue${QUEUE:+-$QUEUE}; mkdir -p "$queue"  # QUEUE: a second queue beside the first
 export PYTHONUNBUFFERED=1 VLLM_USE_FLASHINFER_SAMPLER=0 NCCL_NVLS_ENABLE=0
 
 if [ "$verb" = stash ]; then  # keep what this call carried: a part of the bundle, wheels, or parts of a wheel
@@ -50,15 +53,20 @@ fi
 # watch: until the queue ends or LIMIT s have passed (never later: the packing below takes a few seconds more, so
 # give the call LIMIT + 30 s; a call cut off by its own timeout brings nothing back)
 deadline=$((SECONDS + ${LIMIT:-560}))
-while [ $SECONDS -lt $deadline ] && kill -0 "$(cat "$queue/pid" 2>/dev/null)" 2>/dev/null; do
+running() { for pid in /tmp/arc-gpu/queue*/pid; do kill -0 "$(cat "$pid")" 2>/dev/null && return 0; done; return 1; }
+while [ $SECONDS -lt $deadline ] && running; do
   left=$((deadline - SECONDS)); sleep $(( left < 15 ? left : 15 ))  # then the newest log's last line
   newest=$(find /tmp/arc-gpu -name '*.log' -newer "$queue/pid" -printf '%T@ %p\n' 2>/dev/null | sort -n | tail -1 | cut -d' ' -f2)
   echo "$(date +%T) ${newest#/tmp/arc-gpu/}: $(tail -c 300 "$newest" 2>/dev/null | tr '\r' '\n' | grep -v '^$' | tail -1 | cut -c1-160)"
 done
-tail -30 "$queue/log"; nvidia-smi --query-gpu=memory.used,memory.total --format=csv,noheader
+for q in /tmp/arc-gpu/queue*/; do q=${q%/}; tail -30 "$q/log"; done
+nvidia-smi --query-gpu=memory.used,memory.total --format=csv,noheader
 # a call brings back at most 8 files: results.json, the queue's log, the queue's output and every stage's log and
 # results (no checkpoints) in one tarball
-cp "$queue/log" "$out/queue.log"; cp "$queue/out/results.json" "$out/" 2>/dev/null
-(cd /tmp/arc-gpu && find . -path ./queue/out -prune -o \( -name '*.log' -o -name '*.json' -o -name '*.jsonl' \
+for q in /tmp/arc-gpu/queue*/; do q=$(basename "$q"); suffix=${q#queue}  # "" or -NAME
+  cp "/tmp/arc-gpu/$q/log" "$out/queue$suffix.log"
+  cp "/tmp/arc-gpu/$q/out/results.json" "$out/results$suffix.json" 2>/dev/null
+done
+(cd /tmp/arc-gpu && find . -path './queue*/out' -prune -o \( -name '*.log' -o -name '*.json' -o -name '*.jsonl' \
    -o -name '*.yaml' -o -name '*.csv' \) -size -20M -print | tar -czf "$out/arc-gpu.tar.gz" -T - 2>/dev/null)
-tar -czf "$out/queue-out.tar.gz" -C "$queue" out 2>/dev/null; ls -la "$out"
+(cd /tmp/arc-gpu && tar -czf "$out/queue-out.tar.gz" queue*/out 2>/dev/null); ls -la "$out"  # queue*/out/...

@@ -414,6 +414,31 @@ def test_fp8_stages_measure_each_rollout_precision_on_the_same_recipe_and_each_s
         assert fp8[0].replace(" --vllm_rollout_dtype fp8", "").replace("colocate-fp8", "colocate") == bf16[0]
 
 
+def test_fp8_profile_profiles_the_fp8_weights_run_and_the_fp8_kv_run_of_the_same_recipe_on_a_fixed_port(
+        tmp_path, monkeypatch):
+    """The KV cache's question (docs/fp8.md): the two FP8 runs differ only in the KV flag, each profiled at its last
+    step, on a rendezvous port below the ephemeral ones `--auto-ports` picks for runs beside it on other GPUs."""
+    from arc_experiments.gpu import fp8_stages, profile_stages
+
+    ctx = _dry(tmp_path, "fp8-profile")
+    joined = [shlex.join(c) for c in ctx.commands]
+    assert "build-tiny-model --shape qwen3-8b" in joined[0]
+    runs = joined[1:]
+    assert [c.split("--out ")[1].split(" ")[0].rsplit("/", 1)[1] for c in runs] == [
+        "profile_8b-rollout-fp8.json", "profile_8b-rollout-fp8-kv.json"]
+    assert all("benchmarks/profile_step.py" in c and "--torch-profile-step 3" in c and "--max_steps 3" in c and
+               "--benchmark_full_turns true" in c and "--config configs/qwen3-8b-1gpu-colocate.yaml" in c for c in runs)
+    assert runs[1].split(" -- ")[1].split(" --output_dir")[0] == (
+        runs[0].split(" -- ")[1].split(" --output_dir")[0] + " --vllm_kv_cache_dtype fp8")
+    assert "--vllm_rollout_dtype fp8" in runs[0]
+    envs = []
+    monkeypatch.setattr(profile_stages, "run", lambda ctx, name, limit, command, cwd=None, env=None: envs.append(env))
+    monkeypatch.setattr(fp8_stages, "shape_8b", lambda ctx: (0, "/m"))
+    assert fp8_stages.fp8_profile(Context(out=tmp_path / "out", work=tmp_path / "work")) == 0
+    assert [env["MASTER_PORT"] for env in envs] == ["29777", "29777"] and int(fp8_stages.PROFILE_PORT) < 32768
+    assert all(env["PYTHONPATH"].split(":")[0] == str(profile_stages.ROOT) for env in envs)
+
+
 def test_fp8_learning_starts_each_seeds_fp8_run_after_the_bf16_one_has_logged_a_step(tmp_path, monkeypatch):
     """Both runs share the one GPU: the FP8 run's engine must not load and profile its memory while the bf16 run's
     does (the other two-on-one-GPU stages wait for a logged step the same way)."""
