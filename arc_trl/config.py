@@ -17,6 +17,7 @@ if TYPE_CHECKING:
     from arc_trl.sandbox.config import SandboxConfig
 
 from arc_trl import defaults
+from arc_trl.colocated_engine import kv_cache_memory_kwargs
 from arc_trl.config_types import field_type_problems
 from arc_trl.fp8_rollout import check_choices, warn_sequence_is
 from arc_trl.ineffective_keys import warn_ineffective_keys
@@ -83,6 +84,15 @@ class ArcConfig:
         default="auto",
         metadata={"help": "auto | fp8: the vLLM engine's KV cache (fp8: e4m3, scale 1.0, half the bytes). Needs "
                   "use_vllm (without: no effect, a warning; docs/fp8.md)."},
+    )
+
+    vllm_kv_cache_memory_gib: float | None = field(
+        default=None,
+        metadata={"help": "The colocated vLLM engine's KV cache in GiB (vLLM's kv_cache_memory_bytes), in place of the "
+                  "share vllm_gpu_memory_utilization leaves after vLLM's start-up memory profile. That profile fails "
+                  "when another process on the GPU frees memory meanwhile, e.g. a second colocated run whose engine "
+                  "sleeps between steps: set this for runs that share a GPU (docs/fp8.md). Colocated only (a server: "
+                  "its vllm_server_args)."},
     )
 
     # --- sandbox --------------------------------------------------------------------------------------------------
@@ -269,6 +279,7 @@ class ArcConfig:
             if value not in allowed:
                 raise ValueError(f"{name}={value!r} is not one of {', '.join(allowed)}")
         check_choices(self.vllm_rollout_dtype, self.vllm_kv_cache_dtype)
+        kv_cache_memory_kwargs(self.vllm_kv_cache_memory_gib)  # > 0, or None
         if self.max_turns < 1:
             raise ValueError(f"max_turns must be >= 1, got {self.max_turns}")
         if self.agent_mode == "program":
@@ -299,8 +310,9 @@ class ArcConfig:
         """The checks that need TRL's `GRPOConfig` `args` too (ValueError naming the key), and a warning for each key
         set without effect (arc_trl/ineffective_keys.py)."""
         self._check_async_rollouts(args)
-        defaults = {f.name: f.default for f in fields(self)} | {"use_vllm": False}  # TRL's use_vllm default
-        warn_ineffective_keys({**vars(self), "use_vllm": bool(args.use_vllm)}, defaults)
+        defaults = {f.name: f.default for f in fields(self)} | {"use_vllm": False, "vllm_mode": "colocate"}  # TRL's
+        warn_ineffective_keys({**vars(self), "use_vllm": bool(args.use_vllm),
+                               "vllm_mode": getattr(args, "vllm_mode", "colocate")}, defaults)
         warn_sequence_is(self.vllm_rollout_dtype, bool(args.use_vllm),
                          bool(getattr(args, "vllm_importance_sampling_correction", True)),
                          str(getattr(args, "vllm_importance_sampling_mode", "sequence_mask")))

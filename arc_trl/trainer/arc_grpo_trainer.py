@@ -16,7 +16,8 @@ A thin subclass: `__init__` wires the pieces and each override is a short hook i
   computed per micro-batch from the training forward (`_compute_loss`, `_at_loss_time`);
 - LoRA weight sync: the adapter merged into new tensors, the base never written (`lora_merge.py`);
 - FP8 rollouts (`vllm_rollout_dtype`, `vllm_kv_cache_dtype`): the colocated engine built with them, each weight sync
-  quantized again (`arc_trl/fp8_rollout.py`, `trl_internals.requantize_on_sync`);
+  quantized again (`arc_trl/fp8_rollout.py`, `trl_internals.requantize_on_sync`); `vllm_kv_cache_memory_gib`: its
+  KV cache fixed, vLLM's start-up memory profile skipped (`arc_trl/colocated_engine.py`);
 - `async_rollouts: 1`: the next step's rollout in the background while this step trains (`async_rollout.py`:
   `get_batch_samples` reads one step ahead, `_generate` takes, pushes and launches, `train` discards what is in
   flight at each call's start and end);
@@ -34,7 +35,7 @@ from arc_trl.chat_template import end_of_turn_id
 from arc_trl.collapse.loop import attach_collapse_guard, train_with_guard
 from arc_trl.config import ArcConfig
 from arc_trl.eval.callback import ArcEvalCallback
-from arc_trl.fp8_rollout import engine_kwargs
+from arc_trl.colocated_engine import colocated_engine_extra
 from arc_trl.rollout.arc_rollout import ArcRollout
 from arc_trl.rollout.generators import wait_for_the_push
 from arc_trl.rollout.settings import RolloutSettings
@@ -134,8 +135,9 @@ class ArcGRPOTrainer(GRPOTrainer):
         self._teacher_kl_coef = 0.0
         self._last_rewards = None  # the weighted rewards of the last batch (for the rollout dump)
         colocated = args.use_vllm and args.vllm_mode == "colocate"  # a server takes them on its command line
-        extra = engine_kwargs(arc.vllm_rollout_dtype, arc.vllm_kv_cache_dtype) if colocated else {}
-        with colocated_engine_kwargs(extra):  # FP8 rollouts: TRL's colocated vllm.LLM is built in here
+        extra = colocated_engine_extra(colocated, arc.vllm_rollout_dtype, arc.vllm_kv_cache_dtype,
+                                       arc.vllm_kv_cache_memory_gib)
+        with colocated_engine_kwargs(extra):  # FP8 rollouts, a fixed KV cache: TRL's colocated vllm.LLM is built here
             super().__init__(
                 model=model,
                 reward_funcs=reward_funcs,

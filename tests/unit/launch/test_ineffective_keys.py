@@ -60,6 +60,18 @@ def test_fp8_without_vllm_warns_naming_the_key_and_with_vllm_does_not(caplog, ke
     assert warnings_of(caplog) == []
 
 
+@pytest.mark.parametrize(("use_vllm", "mode", "warns"), [
+    (False, "colocate", True), (True, "server", True), (True, "colocate", False),
+])
+def test_a_fixed_kv_cache_warns_unless_a_colocated_engine_takes_it(caplog, use_vllm, mode, warns):
+    ArcConfig(vllm_kv_cache_memory_gib=20.0).check_with(SimpleNamespace(**vars(args(use_vllm)), vllm_mode=mode))
+    messages = warnings_of(caplog)
+    assert len(messages) == warns
+    if warns:
+        assert messages[0].startswith("config: vllm_kv_cache_memory_gib=20.0 has no effect: it sizes a colocated vLLM")
+        assert f"vllm_mode={mode!r}" in messages[0]
+
+
 def test_a_key_at_its_default_is_not_set(caplog):
     ArcConfig(peer_max_chars=4000, vllm_rollout_dtype="bf16", vllm_kv_cache_dtype="auto").check_with(args(False))
     assert warnings_of(caplog) == []

@@ -190,3 +190,16 @@ def test_fp8_under_a_sequence_level_is_ratio_warns_once_and_token_level_or_bf16_
     for quiet in (("fp8", "token_truncate"), ("fp8", "token_mask"), ("bf16", "sequence_mask"),
                   ("fp8", "sequence_mask", False), ("fp8", "sequence_mask", True, False)):
         assert check(*quiet) == [], quiet
+
+
+def test_a_fixed_kv_cache_reaches_only_a_colocated_engine_in_bytes_beside_the_fp8_settings():
+    from arc_trl.colocated_engine import colocated_engine_extra
+
+    assert colocated_engine_extra(True, "fp8", "auto", 20.0) == {"quantization": "fp8",
+                                                                 "kv_cache_memory_bytes": 20 * 2**30}
+    assert colocated_engine_extra(True, "bf16", "auto", 0.25) == {"kv_cache_memory_bytes": 2**28}
+    assert colocated_engine_extra(True, "bf16", "auto", None) == {}  # vLLM profiles and sizes it itself
+    assert colocated_engine_extra(False, "fp8", "fp8", 20.0) == {}  # a server's command line carries its settings
+    for bad in (0.0, -1.0):
+        with pytest.raises(ValueError, match=f"vllm_kv_cache_memory_gib must be > 0 .*got {bad}"):
+            ArcConfig(vllm_kv_cache_memory_gib=bad)

@@ -1,0 +1,34 @@
+"""What arc-trl adds to the colocated `vllm.LLM` that TRL builds (`trl_internals.colocated_engine_kwargs`): the FP8
+rollout settings (arc_trl/fp8_rollout.py) and a fixed KV cache size (`vllm_kv_cache_memory_gib`).
+
+A fixed size skips vLLM's start-up memory profiling, which compares the GPU's free memory before and after a dummy
+forward and fails ("Error in memory profiling ... other processes ... release GPU memory") when another process on the
+GPU frees memory in between: e.g. a second colocated run beside it, whose engine sleeps and wakes every step (vLLM 0.26,
+`gpu_worker.determine_available_memory`; seen on an H200 with two SmolLM2 runs a GPU, docs/fp8.md). Without it vLLM
+sizes the cache from `vllm_gpu_memory_utilization` less what its profile saw, a neighbour's growth included.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from arc_trl.fp8_rollout import engine_kwargs
+
+GIB = 2**30
+
+
+def kv_cache_memory_kwargs(gib: float | None) -> dict[str, int]:
+    """vLLM's `kv_cache_memory_bytes` for `gib` GiB (empty for None: vLLM profiles and sizes it itself)."""
+    if gib is None:
+        return {}
+    if not gib > 0:
+        raise ValueError(f"vllm_kv_cache_memory_gib must be > 0 (or null: vLLM sizes the cache), got {gib}")
+    return {"kv_cache_memory_bytes": int(gib * GIB)}
+
+
+def colocated_engine_extra(colocated: bool, rollout_dtype: str, kv_cache_dtype: str,
+                           kv_cache_memory_gib: float | None) -> dict[str, Any]:
+    """The keyword arguments for a colocated engine (none for a server: its command line carries its settings)."""
+    if not colocated:
+        return {}
+    return {**engine_kwargs(rollout_dtype, kv_cache_dtype), **kv_cache_memory_kwargs(kv_cache_memory_gib)}
