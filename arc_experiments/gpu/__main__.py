@@ -25,6 +25,8 @@ def main(argv: list[str] | None = None) -> int:
     )
     parser.add_argument("--seed", type=int, help="the training seed of control (default 0) and seedpair (default 1); "
                         "fp8-learning*: only this seed (default 0-2)")
+    parser.add_argument("--seeds", type=lambda text: tuple(int(s) for s in text.split(",")),
+                        help="fp8-learning*: only these seeds, comma-separated (e.g. 0,1)")
     parser.add_argument("--only", help="pieces / teachers / seedpair: the experiment's stages (shell patterns); "
                         "multigpu: its phases (A,B,...)")
     parser.add_argument("--steps", type=int, help="optimizer steps of the measuring runs (each stage has a default)")
@@ -53,6 +55,7 @@ def main(argv: list[str] | None = None) -> int:
         out=args.out,
         work=args.work,
         seed=args.seed,
+        seeds=args.seeds,
         only=args.only,
         steps=args.steps,
         limit=args.limit,

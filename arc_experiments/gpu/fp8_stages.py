@@ -20,13 +20,14 @@ LEARNING_SEEDS = (0, 1, 2)
 
 
 def learning_seeds(ctx: Context) -> tuple[int, ...]:
-    """The learning stages' seeds: 0-2, or only `--seed N` (e.g. to replace one lost run; its pairs need the same
-    machine's student, so a replaced run's partner runs again beside it)."""
-    if ctx.seed is None:
-        return LEARNING_SEEDS
-    if ctx.seed not in LEARNING_SEEDS:  # arms.yaml has a GRPO-alone recipe for these seeds only
-        raise ValueError(f"--seed {ctx.seed}: the FP8 learning stages run seeds {', '.join(map(str, LEARNING_SEEDS))}")
-    return (ctx.seed,)
+    """The learning stages' seeds: 0-2, or only `--seeds A,B` / `--seed N` (e.g. to replace lost runs; pairs need the
+    same machine's student, so a replaced run's partner runs again beside it)."""
+    seeds = ctx.seeds or ((ctx.seed,) if ctx.seed is not None else LEARNING_SEEDS)
+    unknown = [seed for seed in seeds if seed not in LEARNING_SEEDS]  # arms.yaml has a recipe for these seeds only
+    if unknown:
+        raise ValueError(f"--seed {','.join(map(str, unknown))}: the FP8 learning stages run seeds "
+                         f"{', '.join(map(str, LEARNING_SEEDS))}")
+    return tuple(seeds)
 
 
 def fp8_8b(ctx: Context) -> int:

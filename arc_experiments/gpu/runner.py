@@ -31,6 +31,7 @@ class Context:
     out: Path  # what comes back: results, logs and profiles (`collect`)
     work: Path = Path("/tmp/arc-gpu")  # models, runs and logs on the machine
     seed: int | None = None  # control's training seed (default 0), seedpair's (default 1); fp8-learning*: only this
+    seeds: tuple[int, ...] | None = None  # fp8-learning*: only these (before `seed`)
     only: str | None = None  # the experiment's stages to run (pieces, teachers)
     steps: int | None = None  # optimizer steps of the measuring runs (each stage has its default)
     limit: int = 570  # seconds for a stage's main command

@@ -608,3 +608,18 @@ def test_fp8_learning_all_with_a_seed_runs_that_seeds_three_runs_only(tmp_path, 
     assert most == {"0": 2}
     with pytest.raises(ValueError, match="--seed 3: the FP8 learning stages run seeds 0, 1, 2"):
         fp8_stages.fp8_learning(Context(out=tmp_path / "out", work=tmp_path / "work", seed=3))
+
+
+def test_fp8_learning_with_seeds_runs_each_seeds_pair_one_after_the_other_on_one_gpu(tmp_path, monkeypatch):
+    """`--seeds 0,1` on one GPU: seed 0's bf16 and FP8 runs side by side, then seed 1's, nothing else."""
+    from arc_experiments.gpu import fp8_stages
+
+    runs, most = _fake_learning_arms(monkeypatch, fp8_stages)
+    monkeypatch.setattr("arc_experiments.gpu.runner.gpu_ids", lambda: [])
+    assert main(["fp8-learning", "--seeds", "0,1", "--out", str(tmp_path / "out"), "--work", str(tmp_path / "w")]) == 0
+    assert runs[0] == ("student", "0", -1)
+    assert [sorted(runs[1:3]), sorted(runs[3:])] == [[("colocate", "0", 0), ("colocate-fp8", "0", 0)],
+                                                     [("colocate", "0", 1), ("colocate-fp8", "0", 1)]]
+    assert most == {"0": 2}
+    with pytest.raises(ValueError, match="--seed 3,4: the FP8 learning stages run seeds 0, 1, 2"):
+        fp8_stages.fp8_learning(Context(out=tmp_path / "out", work=tmp_path / "work", seeds=(0, 3, 4)))
