@@ -99,21 +99,57 @@ def lost_records(machine: Path, recorded: set[str]) -> list[dict[str, Any]]:
     return records
 
 
+PROFILE_RUN = re.compile(r"^== (profile_8b-rollout-[\w-]+): (.+)$", re.MULTILINE)  # `fp8-profile`'s runs
+
+
+def profile_records(machine: Path) -> list[dict[str, Any]]:
+    """`fp8-profile`'s runs (any queue*.log's `== profile_8b-rollout-NAME: COMMAND` lines): the run summary of
+    benchmarks/profile_step.py's NAME.json, else the steps of its trainer log (logs/NAME.log: the machine was lost
+    first); the step it ran under torch.profiler left out (the profiler slows it)."""
+    records = []
+    for queue_log in sorted(machine.glob("queue*.log")):
+        for name, command in PROFILE_RUN.findall(queue_log.read_text()):
+            words = shlex.split(command)
+            settings = dict(zip(words, words[1:]))
+            profiled = int(settings.get("--torch-profile-step", 0))
+            profile, log = machine / f"{name}.json", machine / "logs" / f"{name}.log"
+            if profile.exists():
+                steps = (json.loads(profile.read_text()).get("run_summary") or {}).get("per_step") or []
+                source = {"exit_code": 0, "note": f"benchmarks/profile_step.py ({name}.json); step {profiled} ran "
+                          "under torch.profiler: left out"}
+            elif log.exists():
+                steps = [{"step": i, **step} for i, step in enumerate(logged_steps(log), 1)]
+                source = {"exit_code": None, "log": f"{machine.name}/logs/{log.name}",
+                          "note": f"the machine was lost after {len(steps)} logged step(s), before the run wrote its "
+                          "profile: figures from its trainer log (TRL's logged values, 4 significant digits)"}
+            else:
+                continue
+            records.append({
+                "name": name, "rollout_dtype": settings.get("--vllm_rollout_dtype", "bf16"),
+                "kv_cache_dtype": settings.get("--vllm_kv_cache_dtype", "auto"), **source,
+                "run_summary": {"per_step": [step for step in steps if step.get("step") != profiled]}})
+    return records
+
+
 def machine_rows(machine: Path) -> list[dict[str, Any]]:
     """A machine's runs, each with its speed-ups over that machine's bf16 run and the targets; a run the machine lost
-    from its trainer log (`lost_records`)."""
+    from its trainer log (`lost_records`); `fp8-profile`'s runs (`profile_records`). A machine with no bf16 run (only
+    `fp8-profile` ran there) has no speed-ups (`baseline`: null)."""
     records = [json.loads(p.read_text()) for p in sorted(machine.glob("rollout_*.json"))]
     records += lost_records(machine, {record["name"] for record in records})
+    rollouts = len(records)
+    records += profile_records(machine)
     rows = [rollout_row(record) for record in records]
     base = next((r for r in rows if r["rollout_dtype"] == "bf16" and r["kv_cache_dtype"] == "auto"), None)
-    if rows and base is None:
+    if rollouts and base is None:
         raise FileNotFoundError(f"{machine}: no bf16 rollout_*.json (the same machine's baseline)")
     for row in rows:
         generate = (round(base["generate_s"] / row["generate_s"], 3)
-                    if base["generate_s"] and row["generate_s"] else None)
-        step = round(base["step_s"] / row["step_s"], 3) if base["step_s"] and row["step_s"] else None
+                    if base and base["generate_s"] and row["generate_s"] else None)
+        step = round(base["step_s"] / row["step_s"], 3) if base and base["step_s"] and row["step_s"] else None
         row.update({
-            "machine": machine.name, "generate_speedup_vs_bf16": generate, "step_speedup_vs_bf16": step,
+            "machine": machine.name, "baseline": base["name"] if base else None,
+            "generate_speedup_vs_bf16": generate, "step_speedup_vs_bf16": step,
             "generate_target_met": None if generate is None else generate >= TARGETS["generate_speedup"],
             "step_target_met": None if row["step_s"] is None else row["step_s"] <= TARGETS["step_s"],
         })

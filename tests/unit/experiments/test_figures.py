@@ -448,6 +448,34 @@ def test_an_fp8_run_its_machine_lost_is_a_row_from_its_trainer_log_with_the_queu
     assert lost["log"] == "1_h100/logs/8b-rollout-fp8-kv.log" and "after 2 logged step(s)" in lost["note"]
 
 
+def test_fp8_profile_runs_are_rows_without_their_profiled_step_and_without_a_baseline_on_a_machine_with_none(
+        tmp_path):
+    """`fp8-profile` on a second queue (queue-b.log): a finished run's row from its profile's run summary, a run the
+    machine lost from its trainer log, the step under torch.profiler left out of both; no bf16 run there: no
+    speed-ups (not an error, as a machine of `fp8-8b` without its bf16 run is)."""
+    from arc_experiments.figures import fp8
+
+    machine = tmp_path / fp8.FOLDER / "3_h200x4"
+    (machine / "logs").mkdir(parents=True)
+    command = ("python benchmarks/profile_step.py --out /o/{0}.json --torch-profile-step 3 -- --config c.yaml "
+               "--vllm_rollout_dtype fp8{1} --output_dir /r")
+    (machine / "queue-b.log").write_text(
+        f"== build-8b: python -m arc_trl build-tiny-model\n== profile_8b-rollout-fp8: "
+        f"{command.format('profile_8b-rollout-fp8', '')}\n   rc=0 in 656 s\n"
+        f"== profile_8b-rollout-fp8-kv: {command.format('profile_8b-rollout-fp8-kv', ' --vllm_kv_cache_dtype fp8')}\n")
+    steps = [{"step": n, "time/step": 50.0 + n, "time/generate": 25.0 + n} for n in (1, 2, 3)]
+    (machine / "profile_8b-rollout-fp8.json").write_text(json.dumps({"run_summary": {"per_step": steps}}))
+    (machine / "logs" / "profile_8b-rollout-fp8-kv.log").write_text(
+        " 33%| 1/3 {'time/generate': '26', 'time/step': '54'}\n 67%| 2/3 {'time/generate': '25', 'time/step': '53'}\n")
+    rows = {row["name"]: row for row in fp8.machine_rows(machine)}
+    weights, kv = rows["profile_8b-rollout-fp8"], rows["profile_8b-rollout-fp8-kv"]
+    assert (weights["steps_measured"], weights["generate_s"], weights["step_s"], weights["exit_code"]) == (
+        1, 27.0, 52.0, 0)  # step 2: step 1 warms up, step 3 ran under the profiler
+    assert (kv["kv_cache_dtype"], kv["steps_measured"], kv["generate_s"], kv["exit_code"]) == ("fp8", 1, 25.0, None)
+    assert "after 2 logged step(s)" in kv["note"] and kv["log"] == "3_h200x4/logs/profile_8b-rollout-fp8-kv.log"
+    assert all(r["baseline"] is None and r["generate_speedup_vs_bf16"] is None for r in rows.values())
+
+
 def test_fp8_layouts_sit_beside_their_bf16_twin_of_the_same_machine(tmp_path):
     """Phase F8's records (multigpu stage): the FP8 layout's step against its bf16 twin's, the async wait kept apart,
     the dtypes read from the layout's flags; an FP8 layout without its twin is refused."""
