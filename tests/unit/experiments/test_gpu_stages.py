@@ -621,5 +621,8 @@ def test_fp8_learning_with_seeds_runs_each_seeds_pair_one_after_the_other_on_one
     assert [sorted(runs[1:3]), sorted(runs[3:])] == [[("colocate", "0", 0), ("colocate-fp8", "0", 0)],
                                                      [("colocate", "0", 1), ("colocate-fp8", "0", 1)]]
     assert most == {"0": 2}
-    with pytest.raises(ValueError, match="--seed 3,4: the FP8 learning stages run seeds 0, 1, 2"):
+    with pytest.raises(ValueError, match="--seeds 3,4: the FP8 learning stages run seeds 0, 1, 2"):
         fp8_stages.fp8_learning(Context(out=tmp_path / "out", work=tmp_path / "work", seeds=(0, 3, 4)))
+    with pytest.raises(ValueError, match="--seed and --seeds: give one of them"):
+        fp8_stages.learning_seeds(Context(out=tmp_path / "out", seed=1, seeds=(0,)))
+    assert fp8_stages.learning_seeds(Context(out=tmp_path / "out", seeds=(1, 0, 1))) == (1, 0)  # a repeat runs once
