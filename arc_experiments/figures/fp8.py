@@ -72,6 +72,12 @@ def rollout_row(record: dict[str, Any]) -> dict[str, Any]:
     }
 
 
+def command_flags(command: str) -> dict[str, str]:
+    """A logged command's `--flag value` pairs (each word mapped to the next)."""
+    words = shlex.split(command)
+    return dict(zip(words, words[1:]))
+
+
 QUEUE_RUN = re.compile(r"^== (8b-rollout-[\w-]+): (.+)$", re.MULTILINE)  # the queue log's line for each run it started
 
 
@@ -87,8 +93,7 @@ def lost_records(machine: Path, recorded: set[str]) -> list[dict[str, Any]]:
         steps = logged_steps(log) if name not in recorded and log.exists() else []
         if not steps:
             continue
-        words = shlex.split(command)
-        settings = dict(zip(words, words[1:]))
+        settings = command_flags(command)
         records.append({
             "name": name, "rollout_dtype": settings.get("--vllm_rollout_dtype", "bf16"),
             "kv_cache_dtype": settings.get("--vllm_kv_cache_dtype", "auto"), "exit_code": None,
@@ -112,8 +117,7 @@ def profile_records(machine: Path) -> list[dict[str, Any]]:
     records = {}
     for queue_log in sorted(machine.glob("queue*.log")):
         for name, command, rc in PROFILE_RUN.findall(queue_log.read_text()):
-            words = shlex.split(command)
-            settings = dict(zip(words, words[1:]))
+            settings = command_flags(command)
             profiled = int(settings.get("--torch-profile-step", 0))
             profile, log = machine / f"{name}.json", machine / "logs" / f"{name}.log"
             exit_code = int(rc) if rc else None
