@@ -28,7 +28,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--seeds", type=lambda text: tuple(int(s) for s in text.split(",")),
                         help="fp8-learning*: only these seeds, comma-separated (e.g. 0,1)")
     parser.add_argument("--only", help="pieces / teachers / seedpair: the experiment's stages (shell patterns); "
-                        "multigpu: its phases (A,B,...)")
+                        "multigpu: its phases (A,B,...); opd-validation: teacher and arms (e.g. teacher,opd-rl-*)")
     parser.add_argument("--steps", type=int, help="optimizer steps of the measuring runs (each stage has a default)")
     parser.add_argument(
         "--limit", type=int, default=570, help="seconds for a stage's main command (default %(default)s)"
@@ -37,6 +37,8 @@ def main(argv: list[str] | None = None) -> int:
         "--phase-limit", type=int, default=900, help="multigpu: seconds each phase may run (default %(default)s)"
     )
     parser.add_argument("--variants", help="profile: comma-separated variants, e.g. base,mb32,mb32_sw16_tb32_pe")
+    parser.add_argument("--slots", type=int, default=2, help="opd-*: training runs at once on a GPU (default "
+                        "%(default)s; an H200 holds 6 with configs/gpu/smollm2's fixed 6 GiB KV cache)")
     parser.add_argument("--configs", default="configs/gpu/learning", help="the learning experiment's configs")
     parser.add_argument("--variants-8b", help="speed8b: comma-separated variants of the 8B recipe, e.g. vllm55,tb16")
     parser.add_argument("--dry-run", action="store_true", help="print each stage's commands, run nothing")
@@ -49,6 +51,8 @@ def main(argv: list[str] | None = None) -> int:
     unknown = [s for s in args.stages if s not in STAGES]
     if unknown:
         parser.error(f"unknown stage(s) {unknown}; stages: {', '.join(STAGES)}")
+    if args.slots < 1:
+        parser.error(f"--slots must be >= 1, got {args.slots}")
     if args.out is None:
         parser.error("--out is required to run stages")
     ctx = Context(
@@ -61,6 +65,7 @@ def main(argv: list[str] | None = None) -> int:
         limit=args.limit,
         phase_limit=args.phase_limit,
         configs=args.configs,
+        slots=args.slots,
         dry_run=args.dry_run,
     )
     if args.variants:

@@ -18,17 +18,18 @@ estimate; exit code 124) and the stage goes on.
 
 from __future__ import annotations
 
+import fnmatch
 import subprocess
 import time
 from dataclasses import dataclass
 from pathlib import Path
 
 from arc_experiments.gpu.measure_stages import PY
-from arc_experiments.gpu.opd_budget import CONFIG_S, LIMIT_FACTOR, calibration, estimate_lines, run_cost
+from arc_experiments.gpu.opd_budget import CONFIG_S, LIMIT_FACTOR, PAIR, calibration, estimate_lines, run_cost
 from arc_experiments.gpu.runner import ROOT, Context, failed, first_step, pool_gpus, run, start, stop
 from arc_experiments.learning.opd_records import ARMS, RL_ARMS, TEACHER_GROUP, run_record, save_record
 
-SLOTS = 2
+SLOTS = 2  # runs at once on a GPU unless --slots says otherwise
 TEACHER = "opd-teacher.yaml"
 HELDOUT = "opd-heldout.yaml"
 COMMITTED = Path("results/gpu_learning_smollm2/opd")  # where step 1's records are committed
@@ -47,13 +48,15 @@ class Job:
 
 
 def _sweep_jobs(sweep_file: Path, prefix: str, group: str, arm: str | None = None,
-                needs: str | None = None, alone: bool = False) -> list[Job]:
+                needs: str | None = None, alone: bool = False, slots: int = SLOTS) -> list[Job]:
     """One job per run of a sweep file (expanded here: the names and folders `arc-trl sweep` writes); `arm`: the
     sweep's arm, else each run's variant; `needs`: the job that runs of the RL-teacher arms wait for; `alone`: its runs
-    have the GPU to themselves (their time limit: opd_budget's lone estimate, else beside another run)."""
+    have the GPU to themselves (their time limit: opd_budget's lone estimate, else beside another run, and with
+    `slots` > 2 runs on a GPU that many halves of it: a GPU that two runs keep busy shares itself among more)."""
     from arc_trl.launch.sweep import expand_sweep, load_sweep
 
-    limit_s = LIMIT_FACTOR * calibration(ROOT).wall(run_cost(sweep_file, ROOT), alone)
+    wall = calibration(ROOT).wall(run_cost(sweep_file, ROOT), alone)
+    limit_s = LIMIT_FACTOR * wall * (1 if alone else max(1.0, slots / PAIR))
     jobs = []
     for r in expand_sweep(load_sweep(sweep_file)):
         run_arm = arm or r.variant
@@ -78,20 +81,31 @@ def _record(ctx: Context, job: Job, part: str, code: int, neighbours: list[str])
     save_record({**record, "exit_code": code, "neighbours": neighbours}, ctx.out / "opd", part)
 
 
+def _fixed_kv_cache(job: Job) -> bool:
+    """Whether the job's config fixes its vLLM KV cache (`vllm_kv_cache_memory_gib`: no start-up memory profile, so
+    no race with a neighbour starting or sleeping at the same time)."""
+    import yaml
+
+    return bool(job.config.exists() and (yaml.safe_load(job.config.read_text()) or {}).get("vllm_kv_cache_memory_gib"))
+
+
 def pool(ctx: Context, jobs: list[Job], part: str, done: dict[str, int] | None = None,
          gpus: tuple[str, ...] = ("",)) -> list[int]:
-    """Run `jobs` SLOTS at a time on each of `gpus` in their order, each once its needs (jobs here, or earlier ones
+    """Run `jobs` ctx.slots at a time on each of `gpus` in their order, each once its needs (jobs here, or earlier ones
     with their exit codes in `done`) have finished (a job whose need failed is skipped, exit code 2; one finished on an
     earlier call is kept), each stopped at its `limit_s` (`stop`: exit code 124), each ended one's record written at
     once with its exit code and its neighbours (the runs that shared its GPU at some point). `gpus`: ("",) for the one
     GPU of the process's environment, else nvidia-smi's numbers, a job on the GPU with the fewest running
-    (CUDA_VISIBLE_DEVICES)."""
+    (CUDA_VISIBLE_DEVICES). A job starts once the GPU's newest run has logged a step (its vLLM memory taken, vLLM's
+    compile cache written), except a job with a fixed KV cache on a GPU whose first run has logged one: those start
+    at once (no memory profile to race; the cache is warm)."""
     codes: dict[str, int] = dict(done or {})
     codes.update({j.name: 0 for j in jobs if (j.output_dir / "run_summary.json").exists() and not ctx.dry_run})
     pending = [j for j in jobs if j.name not in codes]
     running: dict[str, tuple[Job, subprocess.Popen | None, float, str]] = {}
     beside: dict[str, list[str]] = {}
     last_started: dict[str, tuple[Path, subprocess.Popen | None]] = {}  # per GPU: its newest run's log and process
+    warm: set[str] = set()  # GPUs whose first run of this pool has logged a step
     while pending or running:
         for job, process, started, _ in list(running.values()):
             if process is not None and process.poll() is None:
@@ -113,11 +127,12 @@ def pool(ctx: Context, jobs: list[Job], part: str, done: dict[str, int] | None =
         ready = [j for j in pending if all(n in codes for n in j.needs)]
         load = {gpu: [entry for entry in running.values() if entry[3] == gpu] for gpu in gpus}
         gpu = min(gpus, key=lambda g: len(load[g]))
-        if ready and len(load[gpu]) < SLOTS:
+        if ready and len(load[gpu]) < ctx.slots:
             job = ready[0]
             pending.remove(job)
-            if gpu in last_started:  # its vLLM has taken its memory before another starts on the GPU
-                first_step(*last_started.pop(gpu))
+            if gpu in last_started and (gpu not in warm or not _fixed_kv_cache(job)):
+                first_step(*last_started.pop(gpu))  # its vLLM has taken its memory before another starts on the GPU
+                warm.add(gpu)
             env = {"CUDA_VISIBLE_DEVICES": gpu} if gpu else None
             process = start(ctx, job.name, [PY, "-m", "arc_trl", "train", "--config", str(job.config)], env)
             beside[job.name] = [other.run for other, *_ in load[gpu]]
@@ -163,16 +178,39 @@ def _print_estimate(ctx: Context, title: str, files: list[Path], commands: int, 
         print(line, flush=True)
 
 
+VALIDATION_ORDER = ("opd-peer", "grpo-only", "opd-rl-mixed", "opd-rl-pure")
+
+
+def validation_arms(only: str | None) -> tuple[bool, list[str]]:
+    """Whether opd-validation trains the teacher, and which arms' sweeps it runs: all, or those `only` names
+    (comma-separated shell patterns over `teacher` and the arms; an RL-teacher arm brings the teacher with it), so
+    that the stage can be split over machines (docs/opd.md)."""
+    if not only:
+        return True, list(VALIDATION_ORDER)
+    patterns = [p.strip() for p in only.split(",") if p.strip()]
+    unknown = [p for p in patterns if not fnmatch.filter((TEACHER_GROUP, *VALIDATION_ORDER), p)]
+    if unknown:
+        raise SystemExit(f"opd-validation --only {only!r}: {unknown} match none of "
+                         f"{', '.join((TEACHER_GROUP, *VALIDATION_ORDER))}")
+    arms = [a for a in VALIDATION_ORDER if any(fnmatch.fnmatch(a, p) for p in patterns)]
+    teacher = any(a in RL_ARMS for a in arms) or any(fnmatch.fnmatch(TEACHER_GROUP, p) for p in patterns)
+    return teacher, arms
+
+
 def opd_validation(ctx: Context) -> int:
     """Issue 41, machine 1 of 2 (~41 min): the student, the RL-trained teacher (GRPO alone, 128 steps) and each arm's
-    validation sweep (GRPO alone, peer self-teacher, RL teacher pure and mixed), records under OUT/opd/validation."""
+    validation sweep (GRPO alone, peer self-teacher, RL teacher pure and mixed), records under OUT/opd/validation.
+    `--only`: some of them (validation_arms), e.g. on two machines whose time is short, `teacher,opd-rl-*` on one
+    and `grpo-only,opd-peer` on the other (each arm's runs still share one student and one teacher)."""
     configs, work = _files(ctx)
-    sweeps = [configs / f"opd-sweep-{arm}.yaml" for arm in ("opd-peer", "grpo-only", "opd-rl-mixed", "opd-rl-pure")]
-    _print_estimate(ctx, "opd-validation", [configs / TEACHER, *sweeps], commands=len(sweeps) + 2)
-    codes = [_student(ctx)] + [_configs(ctx, f, f"{f.stem}-configs") for f in [configs / TEACHER, *sweeps]]
-    teacher = _sweep_jobs(configs / TEACHER, "opd-teacher", TEACHER_GROUP, "rl-teacher")
-    arms = [f.stem.removeprefix("opd-sweep-") for f in sweeps]
-    jobs = teacher + [j for f, arm in zip(sweeps, arms) for j in _sweep_jobs(f, arm, arm, arm, teacher[0].name)]
+    with_teacher, arms = validation_arms(ctx.only)
+    sweeps = [configs / f"opd-sweep-{arm}.yaml" for arm in arms]
+    trained = [configs / TEACHER] * with_teacher + sweeps
+    _print_estimate(ctx, "opd-validation", trained, commands=len(trained) + 1)
+    codes = [_student(ctx)] + [_configs(ctx, f, f"{f.stem}-configs") for f in trained]
+    teacher = _sweep_jobs(configs / TEACHER, "opd-teacher", TEACHER_GROUP, "rl-teacher", slots=ctx.slots)
+    jobs = teacher * with_teacher + [j for f, arm in zip(sweeps, arms)
+                                     for j in _sweep_jobs(f, arm, arm, arm, teacher[0].name, slots=ctx.slots)]
     codes += pool(ctx, jobs, "validation", gpus=pool_gpus(ctx))
     records = [PY, "-m", "arc_experiments.learning.opd_records", "write", str(work), "--part",
                "validation", "--out", str(ctx.out / "opd")]
@@ -196,9 +234,10 @@ def opd_heldout(ctx: Context) -> int:
         return codes[-1]  # no recipes: nothing to run
     codes.append(_configs(ctx, arms_file, "opd-heldout-configs"))
     teacher = _sweep_jobs(configs / TEACHER, "opd-teacher", TEACHER_GROUP, "rl-teacher", alone=True)
-    # a dry run has no arms file: the template gives the same runs (only learning_rate and teacher_tau differ)
+    # a dry run has no arms file: the template gives the same runs (only learning_rate and teacher_tau differ);
+    # seed-major: s0_* of every arm first
     arms = sorted(_sweep_jobs(configs / HELDOUT if ctx.dry_run else arms_file, "opd-heldout", "arms",
-                              needs=teacher[0].name), key=lambda j: j.name)  # seed-major: s0_* of every arm first
+                              needs=teacher[0].name, slots=ctx.slots), key=lambda j: j.name)
     # the teacher alone, then the arms: each held-out run beside other arms' held-out runs only (module docstring)
     teacher_codes = pool(ctx, teacher, "heldout")
     codes += teacher_codes + pool(ctx, arms, "heldout", done={j.name: c for j, c in zip(teacher, teacher_codes)},

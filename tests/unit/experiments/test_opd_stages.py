@@ -318,3 +318,48 @@ def test_gpu_ids_are_nvidia_smis_numbers_or_none_when_it_fails(monkeypatch):
     assert runner.gpu_ids() == ["0", "1"]
     monkeypatch.setattr(runner.subprocess, "run", fake("No devices were found\n", 6))
     assert runner.gpu_ids() == []
+
+
+def test_validation_can_be_split_over_machines_and_an_rl_arm_brings_the_teacher(tmp_path, capsys):
+    assert opd_stages.validation_arms(None) == (True, ["opd-peer", "grpo-only", "opd-rl-mixed", "opd-rl-pure"])
+    assert opd_stages.validation_arms("grpo-only,opd-peer") == (False, ["opd-peer", "grpo-only"])
+    assert opd_stages.validation_arms("opd-rl-pure") == (True, ["opd-rl-pure"])  # its teacher trains first
+    assert opd_stages.validation_arms("teacher") == (True, [])  # the student-teacher gap alone
+    with pytest.raises(SystemExit, match=r"\['opd-rl'\] match none of teacher, opd-peer"):
+        opd_stages.validation_arms("opd-rl,grpo-only")
+    assert main(["opd-validation", "--dry-run", "--configs", "configs/gpu/smollm2", "--out", str(tmp_path / "o"),
+                 "--only", "teacher,opd-rl-*", "--slots", "6"]) == 0
+    runs = _trained([line for line in capsys.readouterr().out.splitlines() if line.startswith("== ")])
+    assert runs[0].endswith("teacher/rl-teacher") and len(runs) == 1 + 4 + 2
+    assert main(["opd-validation", "--dry-run", "--configs", "configs/gpu/smollm2", "--out", str(tmp_path / "o"),
+                 "--only", "grpo-only,opd-peer"]) == 0
+    commands = [line for line in capsys.readouterr().out.splitlines() if line.startswith("== ")]
+    assert {r.split("/")[-2] for r in _trained(commands)} == {"opd-peer", "grpo-only"} and len(_trained(commands)) == 6
+    assert not any("opd-teacher" in c for c in commands)
+    with pytest.raises(SystemExit):
+        main(["opd-validation", "--dry-run", "--out", str(tmp_path / "o"), "--slots", "0"])
+
+
+def test_with_more_slots_runs_with_a_fixed_kv_cache_start_together_and_their_limits_grow(tmp_path, monkeypatch):
+    """Six at a time on one GPU: only the first start waits for a logged step (vLLM's compile cache written); runs
+    whose config fixes the KV cache then start at once (no memory profile to race), one without waits as before."""
+    clock, events, records = _fake_gpu(monkeypatch, lambda name: 300)
+    waits = []
+    monkeypatch.setattr(opd_stages, "first_step", lambda log, process: waits.append(log.stem))
+
+    def job(name: str, fixed: bool) -> opd_stages.Job:
+        (tmp_path / name).mkdir()
+        (tmp_path / name / "config.yaml").write_text(f"vllm_kv_cache_memory_gib: {6 if fixed else 'null'}\n")
+        return opd_stages.Job(name, name, tmp_path / name / "config.yaml", tmp_path / name, "g", name)
+
+    monkeypatch.setattr(opd_stages, "SLOTS", 6)  # the fake start's bound
+    ctx = Context(out=tmp_path / "out", work=tmp_path / "work", slots=6)
+    jobs = [job(n, fixed=n != "f") for n in "abcdef"]
+    assert opd_stages.pool(ctx, jobs, "p") == [0] * 6
+    assert waits == ["a", "e"]  # b waited for a's first step; c-e started at once; f (no fixed cache) waited for e's
+    assert [t for t, kind, _ in events if kind == "start"] == [0] * 6 and clock.now < 2 * 300
+    assert records["a"] == (0, ["b", "c", "d", "e", "f"])
+    # a run's limit: 3x its estimate beside one other run, times slots / 2 (a busy GPU shared by more)
+    two, six = (opd_stages._sweep_jobs(ROOT / "configs/gpu/smollm2/opd-sweep-grpo-only.yaml", "g", "g", "g", slots=k)
+                for k in (2, 6))
+    assert six[0].limit_s == pytest.approx(3 * two[0].limit_s, abs=2)
