@@ -26,7 +26,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--seed", type=int, help="the training seed of control (default 0) and seedpair (default 1); "
                         "fp8-learning*: only this seed (default 0-2)")
     parser.add_argument("--seeds", type=lambda text: tuple(int(s) for s in text.split(",")),
-                        help="fp8-learning*: only these seeds, comma-separated (e.g. 0,1)")
+                        help="fp8-learning*, opd-heldout: only these seeds, comma-separated (e.g. 0,1)")
     parser.add_argument("--only", help="pieces / teachers / seedpair: the experiment's stages (shell patterns); "
                         "multigpu: its phases (A,B,...); opd-validation: teacher and arms (e.g. teacher,opd-rl-*)")
     parser.add_argument("--steps", type=int, help="optimizer steps of the measuring runs (each stage has a default)")

@@ -182,9 +182,9 @@ VALIDATION_ORDER = ("opd-peer", "grpo-only", "opd-rl-mixed", "opd-rl-pure")
 
 
 def validation_arms(only: str | None) -> tuple[bool, list[str]]:
-    """Whether opd-validation trains the teacher, and which arms' sweeps it runs: all, or those `only` names
-    (comma-separated shell patterns over `teacher` and the arms; an RL-teacher arm brings the teacher with it), so
-    that the stage can be split over machines (docs/opd.md)."""
+    """Whether opd-validation was asked for the teacher itself (its student-teacher gap), and which arms' sweeps it
+    runs: all, or those `only` names (comma-separated shell patterns over `teacher` and the arms), so that the stage
+    can be split over machines (docs/opd.md). An RL-teacher arm's runs train the teacher first whether asked or not."""
     if not only:
         return True, list(VALIDATION_ORDER)
     patterns = [p.strip() for p in only.split(",") if p.strip()]
@@ -193,28 +193,55 @@ def validation_arms(only: str | None) -> tuple[bool, list[str]]:
         raise SystemExit(f"opd-validation --only {only!r}: {unknown} match none of "
                          f"{', '.join((TEACHER_GROUP, *VALIDATION_ORDER))}")
     arms = [a for a in VALIDATION_ORDER if any(fnmatch.fnmatch(a, p) for p in patterns)]
-    teacher = any(a in RL_ARMS for a in arms) or any(fnmatch.fnmatch(TEACHER_GROUP, p) for p in patterns)
-    return teacher, arms
+    return any(fnmatch.fnmatch(TEACHER_GROUP, p) for p in patterns), arms
+
+
+def committed_runs(part: str = "validation") -> set[tuple[str, str]]:
+    """(group, run) of the committed records (COMMITTED/PART) whose run finished (exit code 0): not run again."""
+    from arc_experiments.learning.opd_records import finished_runs, read_records
+
+    return finished_runs(read_records(ROOT / COMMITTED).get(part, {}))
 
 
 def opd_validation(ctx: Context) -> int:
     """Issue 41, machine 1 of 2 (~41 min): the student, the RL-trained teacher (GRPO alone, 128 steps) and each arm's
     validation sweep (GRPO alone, peer self-teacher, RL teacher pure and mixed), records under OUT/opd/validation.
     `--only`: some of them (validation_arms), e.g. on two machines whose time is short, `teacher,opd-rl-*` on one
-    and `grpo-only,opd-peer` on the other (each arm's runs still share one student and one teacher)."""
+    and `grpo-only,opd-peer` on the other. A run whose committed record finished is not run again (a stage that lost
+    runs is completed by running it again); the teacher trains when asked for and not committed, or when an
+    RL-teacher arm's run is left (its checkpoint is never committed)."""
     configs, work = _files(ctx)
-    with_teacher, arms = validation_arms(ctx.only)
+    asked_teacher, arms = validation_arms(ctx.only)
+    done = committed_runs() if not ctx.dry_run else set()
+    teacher = _sweep_jobs(configs / TEACHER, "opd-teacher", TEACHER_GROUP, "rl-teacher", slots=ctx.slots)
     sweeps = [configs / f"opd-sweep-{arm}.yaml" for arm in arms]
-    trained = [configs / TEACHER] * with_teacher + sweeps
+    runs = [j for f, arm in zip(sweeps, arms) for j in _sweep_jobs(f, arm, arm, arm, teacher[0].name, slots=ctx.slots)]
+    for job in [j for j in runs if (j.group, j.run) in done]:
+        print(f"   {job.name}: kept (its committed record finished)", flush=True)
+    runs = [j for j in runs if (j.group, j.run) not in done]
+    with_teacher = any(j.needs for j in runs) or (asked_teacher and (TEACHER_GROUP, teacher[0].run) not in done)
+    trained = [configs / TEACHER] * with_teacher + [f for f, arm in zip(sweeps, arms) if any(j.group == arm
+                                                                                          for j in runs)]
     _print_estimate(ctx, "opd-validation", trained, commands=len(trained) + 1)
     codes = [_student(ctx)] + [_configs(ctx, f, f"{f.stem}-configs") for f in trained]
-    teacher = _sweep_jobs(configs / TEACHER, "opd-teacher", TEACHER_GROUP, "rl-teacher", slots=ctx.slots)
-    jobs = teacher * with_teacher + [j for f, arm in zip(sweeps, arms)
-                                     for j in _sweep_jobs(f, arm, arm, arm, teacher[0].name, slots=ctx.slots)]
-    codes += pool(ctx, jobs, "validation", gpus=pool_gpus(ctx))
+    codes += pool(ctx, teacher * with_teacher + runs, "validation", gpus=pool_gpus(ctx))
     records = [PY, "-m", "arc_experiments.learning.opd_records", "write", str(work), "--part",
                "validation", "--out", str(ctx.out / "opd")]
     return failed(*codes, run(ctx, "opd-validation-records", 300, records))
+
+
+def merged_validation(here: Path, into: Path, dry_run: bool = False) -> Path:
+    """The validation records the choices are made from: the committed ones (COMMITTED/validation), those of this
+    machine (`here`, from an opd-validation earlier in the queue, e.g. runs a first machine lost) over them."""
+    import shutil
+
+    if not dry_run:
+        shutil.rmtree(into, ignore_errors=True)
+        into.mkdir(parents=True)
+        for source in (ROOT / COMMITTED / "validation", here):
+            if source.is_dir():
+                shutil.copytree(source, into, dirs_exist_ok=True)
+    return into
 
 
 def opd_heldout(ctx: Context) -> int:
@@ -223,8 +250,7 @@ def opd_heldout(ctx: Context) -> int:
     each GPU in seed-major order, the records and the figures (OUT/opd)."""
     configs, work = _files(ctx)
     _print_estimate(ctx, "opd-heldout", [configs / HELDOUT], commands=4, alone=(configs / TEACHER,))
-    here = ctx.out / "opd" / "validation"
-    choices = here if here.is_dir() else ROOT / COMMITTED / "validation"  # this machine's, else the committed ones
+    choices = merged_validation(ctx.out / "opd" / "validation", work / "choices" / "validation", ctx.dry_run)
     arms_file = work / "heldout.yaml"
     codes = [_student(ctx), _configs(ctx, configs / TEACHER, "opd-teacher-configs"),
              run(ctx, "opd-arms-file", 300, [PY, "-m", "arc_experiments.learning.opd_records", "arms-file",
@@ -234,22 +260,35 @@ def opd_heldout(ctx: Context) -> int:
         return codes[-1]  # no recipes: nothing to run
     codes.append(_configs(ctx, arms_file, "opd-heldout-configs"))
     teacher = _sweep_jobs(configs / TEACHER, "opd-teacher", TEACHER_GROUP, "rl-teacher", alone=True)
+    teacher[0].run = teacher_record_name(ctx.seeds)
     # a dry run has no arms file: the template gives the same runs (only learning_rate and teacher_tau differ);
-    # seed-major: s0_* of every arm first
+    # seed-major: s0_* of every arm first; --seeds: only those seeds' runs (the others on another machine)
     arms = sorted(_sweep_jobs(configs / HELDOUT if ctx.dry_run else arms_file, "opd-heldout", "arms",
                               needs=teacher[0].name, slots=ctx.slots), key=lambda j: j.name)
+    arms = [j for j in arms if ctx.seeds is None or int(j.run.split("_", 1)[0].removeprefix("s")) in ctx.seeds]
     # the teacher alone, then the arms: each held-out run beside other arms' held-out runs only (module docstring)
     teacher_codes = pool(ctx, teacher, "heldout")
     codes += teacher_codes + pool(ctx, arms, "heldout", done={j.name: c for j, c in zip(teacher, teacher_codes)},
                                   gpus=pool_gpus(ctx))
     opd = ctx.out / "opd"
     records = [PY, "-m", "arc_experiments.learning.opd_records", "write", str(work), "--part", "heldout", "--out",
-               str(opd)]
+               str(opd), "--teacher-run", teacher[0].run]
     codes.append(run(ctx, "opd-heldout-records", 300, records))
-    if not ctx.dry_run and not (opd / "validation").is_dir():  # the report reads both parts
+    # the report reads both parts: the choices' validation records and the committed held-out runs (seeds run on
+    # another machine) with this machine's over them
+    report = work / "choices"
+    if not ctx.dry_run:
         import shutil
 
-        shutil.copytree(ROOT / COMMITTED / "validation", opd / "validation")
-    codes.append(run(ctx, "opd-report", 300, [PY, "-m", "arc_experiments.learning.opd_report", str(opd), "--out",
-                                              str(opd / "summary.json")]))
+        for source in (ROOT / COMMITTED / "heldout", opd / "heldout"):
+            if source.is_dir():
+                shutil.copytree(source, report / "heldout", dirs_exist_ok=True)
+    codes.append(run(ctx, "opd-report", 300, [PY, "-m", "arc_experiments.learning.opd_report", str(report),
+                                              "--out", str(opd / "summary.json")]))
     return failed(*codes)
+
+
+def teacher_record_name(seeds: tuple[int, ...] | None) -> str:
+    """The held-out teacher's record name: `rl-teacher`, or with --seeds `rl-teacher-s0-2` (the teacher of those
+    seeds' runs: machines that split the seeds each train their own, and each record is kept)."""
+    return "rl-teacher" + (f"-s{'-'.join(map(str, seeds))}" if seeds else "")

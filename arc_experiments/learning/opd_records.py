@@ -94,13 +94,17 @@ def machine_groups(work: Path, part: str) -> dict[str, tuple[Path, str | None]]:
     return groups
 
 
-def write_records(work: Path, part: str, out: Path) -> list[Path]:
-    """Every run's record of `part` under OUT/PART/GROUP/RUN.json (sweep folders not there yet are skipped)."""
+def write_records(work: Path, part: str, out: Path, teacher_run: str | None = None) -> list[Path]:
+    """Every run's record of `part` under OUT/PART/GROUP/RUN.json (sweep folders not there yet are skipped);
+    `teacher_run`: the teacher's record under that name (a held-out machine that ran some seeds only)."""
     written = []
     for group, (folder, arm) in machine_groups(work, part).items():
         if not (folder / "sweep_manifest.json").exists():
             continue
-        written += [save_record(record, out, part) for record in sweep_records(folder, group, arm)]
+        for record in sweep_records(folder, group, arm):
+            if group == TEACHER_GROUP and teacher_run:
+                record["run"] = teacher_run
+            written.append(save_record(record, out, part))
     return written
 
 
@@ -123,6 +127,18 @@ def read_records(folder: Path) -> dict[str, dict[str, dict[str, dict[str, Any]]]
         if part in PARTS:
             out.setdefault(part, {}).setdefault(group, {})[path.stem] = json.loads(path.read_text())
     return out
+
+
+def finished_runs(groups: dict[str, dict[str, dict[str, Any]]]) -> set[tuple[str, str]]:
+    """(group, run) of a part's records whose run finished with exit code 0 (a record without one: finished)."""
+    return {(g, name) for g, runs in groups.items() for name, r in runs.items()
+            if r.get("finished") and r.get("exit_code", 0) == 0}
+
+
+def lost_runs(groups: dict[str, dict[str, dict[str, Any]]]) -> list[str]:
+    """GROUP/RUN of a part's records whose run did not finish (a failed start, a stop at its limit)."""
+    done = finished_runs(groups)
+    return sorted(f"{g}/{name}" for g, runs in groups.items() for name in runs if (g, name) not in done)
 
 
 def pass1(record: dict[str, Any], step: int) -> dict[str, float]:
@@ -169,13 +185,14 @@ def main(argv: list[str] | None = None) -> int:
     write.add_argument("work", type=Path)
     write.add_argument("--part", choices=PARTS, required=True)
     write.add_argument("--out", type=Path, required=True)
+    write.add_argument("--teacher-run", help="the teacher's record name (default: its run's, rl-teacher)")
     arms = sub.add_parser("arms-file", help="the held-out runs' sweep file from the validation records' choices")
     arms.add_argument("--validation", type=Path, required=True, help="the validation records (PART folder)")
     arms.add_argument("--template", type=Path, required=True)
     arms.add_argument("--out", type=Path, required=True)
     args = parser.parse_args(argv)
     if args.command == "write":
-        written = write_records(args.work, args.part, args.out)
+        written = write_records(args.work, args.part, args.out, args.teacher_run)
         print(f"{len(written)} records under {args.out / args.part}")
         if args.part == "validation":
             groups = read_records(args.out).get("validation", {})
@@ -184,6 +201,10 @@ def main(argv: list[str] | None = None) -> int:
                 print(f"{arm:13s} chosen {c['run']} at step {c['step']} ({100 * c['pass1']:.1f}% validation)")
         return 0 if written else 1
     groups = read_records(args.validation.parent).get(args.validation.name, {})
+    lost = lost_runs(groups)
+    if lost:  # a recipe chosen without some of its sweep's runs is not the sweep's choice
+        raise SystemExit(f"{args.validation}: validation runs {lost} did not finish; run them first "
+                         "(python -m arc_experiments.gpu opd-validation runs only those) and commit their records")
     choices = {arm: choose(groups[arm]) for arm in ARMS if arm in groups}
     sweep = arms_file(args.template, choices, args.out)
     for v in sweep["variants"]:

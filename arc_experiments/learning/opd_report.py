@@ -20,7 +20,9 @@ student and against GRPO alone, and each teacher's gap to the student.
   scored in its own run, one run: the interval covers tasks only; its `teacher_kl` on the student's own episodes at step
   1 of each run it teaches, before any update) and `opd-peer` (the live policy shown a peer: no pass@1 of its own;
   its step-1 teacher_kl over the episodes with a peer and the fraction of episodes without one). From the held-out
-  part (the teacher those runs used), with the validation machine's in `validation_machine`.
+  part (the teacher those runs used), with the validation machine's in `validation_machine`. Machines that split
+  the held-out seeds each train a teacher (`rl-teacher-s0`, ...): the figures are their means, the interval over
+  tasks and teachers, each teacher's own under `teachers`.
 """
 
 from __future__ import annotations
@@ -31,8 +33,8 @@ from pathlib import Path
 from typing import Any
 
 from arc_experiments.learning.arms_report import gain, run_gains
-from arc_experiments.learning.opd_records import ARMS, CHOSEN_KEYS, CONTROL, RL_ARMS, TEACHER_GROUP, choose, pass1, \
-    read_records
+from arc_experiments.learning.opd_records import ARMS, CHOSEN_KEYS, CONTROL, RL_ARMS, TEACHER_GROUP, choose, \
+    lost_runs, pass1, read_records
 from arc_experiments.learning.seed_interval import METHOD, pooled_seed_variance, seed_interval
 
 Records = dict[str, dict[str, Any]]
@@ -126,27 +128,45 @@ def _kl(records: list[dict[str, Any]], *keys: str) -> dict[str, Any]:
     return out
 
 
+def _teacher_gap(teacher: dict[str, Any]) -> dict[str, Any]:
+    """One RL-trained teacher's held-out pass@1 at its last step against its step 0 (the student), both in its run;
+    `per_task`: the per-task difference."""
+    last = max(int(s) for s in teacher["passes"])
+    start, end = pass1(teacher, 0), pass1(teacher, last)
+    diff = {t: end[t] - start[t] for t in start}
+    per_step = teacher["per_step"]["step_s"]
+    return {"teacher_steps": last, "teacher_pass1": _mean(list(end.values())),
+            "student_pass1": _mean(list(start.values())), "teacher_minus_student": _mean(list(diff.values())),
+            "teacher_pass1_by_step": {s: _mean(list(pass1(teacher, int(s)).values())) for s in teacher["passes"]},
+            "teacher_recipe": {k: v for k, v in teacher["recipe"].items() if v is not None},
+            "teacher_wall_s": sum(per_step[:last]) if len(per_step) >= last and None not in per_step[:last] else None,
+            "per_task": diff}
+
+
 def _gaps(groups: dict[str, Records], part: str) -> dict[str, Any]:
     """Both teachers' gaps from one part's records (the machine that ran them)."""
     taught = [r for name, group in groups.items() if name != TEACHER_GROUP for r in group.values()]
     gaps: dict[str, Any] = {}
-    teacher = next(iter(groups.get(TEACHER_GROUP, {}).values()), None)
+    teachers = sorted(groups.get(TEACHER_GROUP, {}).values(), key=lambda r: r["run"])
     rl_runs = [r for r in taught if r["arm"] in RL_ARMS]
-    if teacher is not None or rl_runs:
+    if teachers or rl_runs:
         gaps["opd-rl"] = _kl(rl_runs, "teacher_kl")
-    if teacher is not None and "0" in teacher["passes"] and len(teacher["passes"]) > 1:
-        last = max(int(s) for s in teacher["passes"])
-        start, end = pass1(teacher, 0), pass1(teacher, last)
-        diff = seed_interval([[{t: end[t] - start[t] for t in start}]])
-        per_step = teacher["per_step"]["step_s"]
+    scored = [t for t in teachers if "0" in t["passes"] and len(t["passes"]) > 1]
+    if scored:
+        each = [_teacher_gap(t) for t in scored]
+        diffs = [gap.pop("per_task") for gap in each]
+        diff = seed_interval([diffs])  # several teachers (machines that split the seeds): their spread counts too
+        walls = [gap["teacher_wall_s"] for gap in each]
         gaps["opd-rl"].update({
-            "teacher_steps": last, "teacher_pass1": _mean(list(end.values())),
-            "student_pass1": _mean(list(start.values())), "teacher_minus_student": diff["mean"],
-            "teacher_minus_student_ci95": diff["task_only_ci"],
-            "teacher_pass1_by_step": {s: _mean(list(pass1(teacher, int(s)).values())) for s in teacher["passes"]},
-            "teacher_recipe": {k: v for k, v in teacher["recipe"].items() if v is not None},
-            "teacher_wall_s": sum(per_step[:last]) if len(per_step) >= last and None not in per_step[:last]
-            else None})
+            "teacher_steps": each[0]["teacher_steps"], "teacher_pass1": _mean([g["teacher_pass1"] for g in each]),
+            "student_pass1": _mean([g["student_pass1"] for g in each]), "teacher_minus_student": diff["mean"],
+            "teacher_minus_student_ci95": diff["task_only_ci"] if len(each) == 1 else diff["ci"],
+            "teacher_pass1_by_step": {s: _mean([g["teacher_pass1_by_step"][s] for g in each])
+                                      for s in each[0]["teacher_pass1_by_step"]},
+            "teacher_recipe": each[0]["teacher_recipe"],
+            "teacher_wall_s": _mean(walls) if None not in walls else None})
+        if len(each) > 1:
+            gaps["opd-rl"]["teachers"] = {t["run"]: gap for t, gap in zip(scored, each)}
     peer = [r for r in taught if r["arm"] == "opd-peer"]
     if peer:
         gaps["opd-peer"] = _kl(peer, "teacher_kl", "teacher_missing_episode_frac")
@@ -178,6 +198,8 @@ def summary(folder: str | Path) -> dict[str, Any]:
         out["arms"] = arm_figures(records["heldout"]["arms"], choices)
     out["teacher_gaps"] = teacher_gaps(records)
     out["opd_recipes"] = {arm: {k: c[k] for k in ("run", "step", "pass1", "recipe")} for arm, c in choices.items()}
+    if lost_runs(validation):  # the choices above are provisional until these are run (opd-validation runs them)
+        out["opd_validation_lost_runs"] = lost_runs(validation)
     out["opd_intervals"] = (f"{METHOD}; minus_student: each run's gain over its own step-0 evaluation; "
                             "minus_grpo_only: paired by seed, one arm of per-seed per-task differences (the arm's run "
                             "minus GRPO alone's run of the same seed, which shares its step-0 evaluation)")

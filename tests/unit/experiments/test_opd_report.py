@@ -189,9 +189,33 @@ def test_the_smollm2_summary_carries_the_figures_once_the_records_are_committed(
     root = Path(__file__).resolve().parents[3]
     for folder in (smollm2.FOLDER, smollm2.CONFIGS):
         shutil.copytree(root / folder, tmp_path / folder)
+    shutil.rmtree(tmp_path / smollm2.FOLDER / "opd")  # the committed records (validation only) give way to a whole run
     without = smollm2.summary(tmp_path)
-    assert not {"arms", "teacher_gaps"} & set(without)  # no records: the committed summary as it is
+    assert not {"arms", "teacher_gaps"} & set(without)  # no records: the summary of the first experiment alone
     _experiment(tmp_path / smollm2.FOLDER / "opd")
     summary = smollm2.summary(tmp_path)
     assert {k: v for k, v in summary.items() if k not in without} == opd_report.summary(  # arms, teacher_gaps, ...
         tmp_path / smollm2.FOLDER / "opd")
+
+
+def test_teachers_of_machines_that_split_the_seeds_are_averaged_and_each_kept(tmp_path):
+    """Two held-out machines, two RL-trained teachers: the gap is their mean, its interval over tasks and teachers."""
+    import copy
+
+    root = Path(__file__).resolve().parents[3]
+    teacher = json.loads((root / "results/gpu_learning_smollm2/opd/validation/teacher/rl-teacher.json").read_text())
+    other = copy.deepcopy(teacher)
+    other["run"] = "rl-teacher-s1-2"
+    flipped = 0
+    for task, passed in other["passes"]["128"].items():  # the second teacher passes one more attempt on 20 tasks
+        if passed < 4 and flipped < 20:
+            other["passes"]["128"][task], flipped = passed + 1, flipped + 1
+    teacher["run"] = "rl-teacher-s0"
+    gaps = opd_report._gaps({"teacher": {"rl-teacher-s0": teacher, "rl-teacher-s1-2": other}}, "heldout")["opd-rl"]
+    one = opd_report._gaps({"teacher": {"rl-teacher-s0": teacher}}, "heldout")["opd-rl"]
+    tasks = len(teacher["passes"]["0"])
+    assert gaps["teacher_minus_student"] == pytest.approx(one["teacher_minus_student"] + 0.5 * 20 / 4 / tasks)
+    assert sorted(gaps["teachers"]) == ["rl-teacher-s0", "rl-teacher-s1-2"] and "teachers" not in one
+    assert gaps["teachers"]["rl-teacher-s0"]["teacher_minus_student"] == pytest.approx(one["teacher_minus_student"])
+    lo, hi = gaps["teacher_minus_student_ci95"]
+    assert lo < gaps["teacher_minus_student"] < hi

@@ -50,8 +50,8 @@ def test_heldout_runs_whole_seeds_in_order_then_records_and_the_report(tmp_path,
     runs = [r.rsplit("/", 1)[1] for r in _trained(commands)]
     assert runs[0] == "rl-teacher"
     assert runs[1:] == [f"s{s}_{a}" for s in range(3) for a in ("grpo-only", "opd-peer", "opd-rl-mixed", "opd-rl-pure")]
-    assert any("opd_records arms-file --validation" in c and "results/gpu_learning_smollm2/opd/validation" in c
-               for c in commands)
+    # the choices: the committed validation records with this machine's over them, merged under WORK
+    assert any("opd_records arms-file --validation" in c and "/choices/validation" in c for c in commands)
     assert "opd_report" in commands[-1] and "--part heldout" in commands[-2]
     # the teacher alone (~12.8 min) costs ~5.8 min more than beside a run: <= 52.5 min leaves ~2.5 of a ~55-min session
     # for the fetches
@@ -296,6 +296,7 @@ def test_on_two_gpus_the_stages_spread_the_runs_but_the_held_out_teacher_trains_
     monkeypatch.setattr(opd_stages, "_files", lambda ctx: (configs, work))
     monkeypatch.setattr(opd_stages, "run", fake_run)
     monkeypatch.setattr(opd_stages, "pool", fake_pool)
+    monkeypatch.setattr(opd_stages, "committed_runs", lambda part="validation": set())  # a first machine
     monkeypatch.setattr("arc_experiments.gpu.runner.gpu_ids", lambda: ["0", "1"])
     monkeypatch.delenv("CUDA_VISIBLE_DEVICES", raising=False)
     ctx = Context(out=tmp_path / "out", work=tmp_path / "w", configs="configs/gpu/smollm2")
@@ -320,15 +321,15 @@ def test_gpu_ids_are_nvidia_smis_numbers_or_none_when_it_fails(monkeypatch):
     assert runner.gpu_ids() == []
 
 
-def test_validation_can_be_split_over_machines_and_an_rl_arm_brings_the_teacher(tmp_path, capsys):
+def test_validation_can_be_split_over_machines_and_an_rl_arms_runs_bring_the_teacher(tmp_path, capsys):
     assert opd_stages.validation_arms(None) == (True, ["opd-peer", "grpo-only", "opd-rl-mixed", "opd-rl-pure"])
     assert opd_stages.validation_arms("grpo-only,opd-peer") == (False, ["opd-peer", "grpo-only"])
-    assert opd_stages.validation_arms("opd-rl-pure") == (True, ["opd-rl-pure"])  # its teacher trains first
+    assert opd_stages.validation_arms("opd-rl-pure") == (False, ["opd-rl-pure"])  # (its runs bring the teacher)
     assert opd_stages.validation_arms("teacher") == (True, [])  # the student-teacher gap alone
     with pytest.raises(SystemExit, match=r"\['opd-rl'\] match none of teacher, opd-peer"):
         opd_stages.validation_arms("opd-rl,grpo-only")
     assert main(["opd-validation", "--dry-run", "--configs", "configs/gpu/smollm2", "--out", str(tmp_path / "o"),
-                 "--only", "teacher,opd-rl-*", "--slots", "6"]) == 0
+                 "--only", "opd-rl-*", "--slots", "6"]) == 0
     runs = _trained([line for line in capsys.readouterr().out.splitlines() if line.startswith("== ")])
     assert runs[0].endswith("teacher/rl-teacher") and len(runs) == 1 + 4 + 2
     assert main(["opd-validation", "--dry-run", "--configs", "configs/gpu/smollm2", "--out", str(tmp_path / "o"),
@@ -363,3 +364,49 @@ def test_with_more_slots_runs_with_a_fixed_kv_cache_start_together_and_their_lim
     two, six = (opd_stages._sweep_jobs(ROOT / "configs/gpu/smollm2/opd-sweep-grpo-only.yaml", "g", "g", "g", slots=k)
                 for k in (2, 6))
     assert six[0].limit_s == pytest.approx(3 * two[0].limit_s, abs=2)
+
+
+def test_a_second_validation_machine_runs_only_the_lost_runs_and_the_choice_waits_for_them(tmp_path, monkeypatch,
+                                                                                           capsys):
+    """The committed validation (2026-11-28, one H200): 3 runs died at start (EADDRINUSE). Running the stage again
+    runs those 3 alone (no teacher: every RL-teacher run finished); the held-out choice refuses until they are
+    committed, and takes the committed records with a machine's new ones over them."""
+    from arc_experiments.learning import opd_records
+
+    committed = ROOT / opd_stages.COMMITTED / "validation"
+    groups = opd_records.read_records(committed.parent)["validation"]
+    lost = opd_records.lost_runs(groups)
+    assert lost == ["grpo-only/lr2e-05", "opd-peer/lr2e-05_tau1.0", "opd-peer/lr5e-05_tau1.0"]
+    jobs: list[str] = []
+    monkeypatch.setattr(opd_stages, "_files", lambda ctx: (ROOT / "configs/gpu/smollm2", tmp_path / "work"))
+    monkeypatch.setattr(opd_stages, "run", lambda ctx, name, limit, command: 0)
+    monkeypatch.setattr(opd_stages, "pool", lambda ctx, js, part, done=None, gpus=("",): jobs.extend(
+        j.name for j in js) or [0] * len(js))
+    ctx = Context(out=tmp_path / "out", work=tmp_path / "w", configs="configs/gpu/smollm2")
+    assert opd_stages.opd_validation(ctx) == 0
+    assert jobs == ["opd-peer-lr2e-05_tau1.0", "opd-peer-lr5e-05_tau1.0", "grpo-only-lr2e-05"]
+    with pytest.raises(SystemExit, match=r"runs \['grpo-only/lr2e-05', 'opd-peer/lr2e-05_tau1.0', 'opd-peer/lr5e"):
+        opd_records.main(["arms-file", "--validation", str(committed), "--template",
+                          str(ROOT / "configs/gpu/smollm2/opd-heldout.yaml"), "--out", str(tmp_path / "a.yaml")])
+    here = tmp_path / "out" / "opd" / "validation"
+    for name in lost:  # the second machine's records of the lost runs: finished, evaluated
+        group, run = name.split("/")
+        record = {**groups[group][run], "finished": True, "exit_code": 0,
+                  "passes": groups[group]["lr5e-05" if group == "grpo-only" else "lr5e-05_tau0.1"]["passes"]}
+        opd_records.save_record(record, here.parent, "validation")
+    merged = opd_stages.merged_validation(here, tmp_path / "merged" / "validation")
+    assert sorted(p.stem for p in (merged / "opd-peer").glob("*.json")) == sorted(groups["opd-peer"])
+    assert opd_records.main(["arms-file", "--validation", str(merged), "--template",
+                             str(ROOT / "configs/gpu/smollm2/opd-heldout.yaml"), "--out", str(tmp_path / "a.yaml")]) == 0
+    assert json.loads((merged / "teacher" / "rl-teacher.json").read_text())["passes"].keys() == {"0", "64", "128"}
+
+
+def test_heldout_seeds_can_be_split_over_machines_each_with_its_own_teacher_record(tmp_path, capsys):
+    assert main(["opd-heldout", "--dry-run", "--configs", "configs/gpu/smollm2", "--out", str(tmp_path / "o"),
+                 "--seeds", "0", "--slots", "6"]) == 0
+    commands = [line for line in capsys.readouterr().out.splitlines() if line.startswith("== ")]
+    runs = [r.rsplit("/", 1)[1] for r in _trained(commands)]
+    assert runs == ["rl-teacher", "s0_grpo-only", "s0_opd-peer", "s0_opd-rl-mixed", "s0_opd-rl-pure"]
+    assert any("--part heldout" in c and c.endswith("--teacher-run rl-teacher-s0") for c in commands)
+    assert opd_stages.teacher_record_name((1, 2)) == "rl-teacher-s1-2" and opd_stages.teacher_record_name(None) == \
+        "rl-teacher"
