@@ -15,7 +15,8 @@ student and against GRPO alone, and each teacher's gap to the student.
   its noise twice, differencing the levels cancels it. An arm with one paired seed takes the variance of the paired
   differences pooled over the arms with two. `seeds`; `wall_s`: the mean over seeds of the summed step times
   (`time/step`: generation, sandbox, teacher, weight sync, training; no start-up, no evaluation) of steps 1 to the
-  chosen one, measured with a second run sharing the GPU (arc_experiments/gpu/opd_stages.py).
+  chosen one, measured with a second run sharing the GPU (arc_experiments/gpu/opd_stages.py). `*_by_family`: the
+  same differences (means over seeds) per synthetic task family: where a gain or a loss comes from.
 - `teacher_gaps`: `opd-rl` (the RL-trained teacher: its held-out pass@1 at its last step minus the student's, both
   scored in its own run, one run: the interval covers tasks only; its `teacher_kl` on the student's own episodes at step
   1 of each run it teaches, before any update) and `opd-peer` (the live policy shown a peer: no pass@1 of its own;
@@ -42,6 +43,26 @@ Records = dict[str, dict[str, Any]]
 
 def _mean(values: list[float]) -> float:
     return sum(values) / len(values)
+
+
+def task_family(task: str) -> str:
+    """A synthetic task's family (`syn-FAMILY-...`, arc_trl/synthetic/generate.py; no family name has a hyphen), else
+    `other` (e.g. an ARC task)."""
+    parts = task.split("-")
+    return parts[1] if parts[0] == "syn" and len(parts) > 2 else "other"
+
+
+def by_family(per_task: dict[str, float]) -> dict[str, float]:
+    """The mean of per-task values over each task family's tasks: where a gain or a shift comes from."""
+    groups: dict[str, list[float]] = {}
+    for task, value in per_task.items():
+        groups.setdefault(task_family(task), []).append(value)
+    return {family: _mean(values) for family, values in sorted(groups.items())}
+
+
+def _seed_mean(per_seed: list[dict[str, float]]) -> dict[str, float]:
+    """Per task, the mean over seeds of per-task values."""
+    return {t: _mean([d[t] for d in per_seed]) for t in per_seed[0]}
 
 
 def _interval(result: dict[str, Any]) -> list[float]:
@@ -93,6 +114,8 @@ def arm_figures(records: Records, choices: dict[str, dict[str, Any]]) -> dict[st
                "minus_grpo_only": None, "minus_grpo_only_ci95": None, "minus_grpo_only_equal_step": None,
                "seeds": seeds, "chosen_step": step, "wall_s": _mean([sum(t) for t in times]),
                "step_s": _mean([sum(t) / step for t in times]),
+               "minus_student_by_family": by_family(_seed_mean([
+                   {t: v - per_task[arm][s][0][t] for t, v in per_task[arm][s][step].items()} for s in seeds])),
                "recipe": {k: v for k, v in runs[arm][seeds[0]]["recipe"].items() if k != "seed"},
                "per_seed_pass1": {str(s): {str(k): v for k, v in sorted(
                    (k, _mean(list(p.values()))) for k, p in per_task[arm][s].items())} for s in seeds}}
@@ -104,6 +127,7 @@ def arm_figures(records: Records, choices: dict[str, dict[str, Any]]) -> dict[st
             versus = seed_interval([diffs], pooled=paired, names=[f"{arm}@{step} - {CONTROL}@{chosen[CONTROL]}"])
             row["minus_grpo_only"], row["minus_grpo_only_ci95"] = versus["mean"], versus["ci"]
             row["minus_grpo_only_seeds"] = both
+            row["minus_grpo_only_by_family"] = by_family(_seed_mean(diffs))
             equal_seeds, equal_diffs = _paired(per_task, arm, step, step)
             if equal_seeds:
                 equal = seed_interval([equal_diffs], pooled=paired, names=[f"{arm}@{step} - {CONTROL}@{step}"])
@@ -140,7 +164,7 @@ def _teacher_gap(teacher: dict[str, Any]) -> dict[str, Any]:
             "teacher_pass1_by_step": {s: _mean(list(pass1(teacher, int(s)).values())) for s in teacher["passes"]},
             "teacher_recipe": {k: v for k, v in teacher["recipe"].items() if v is not None},
             "teacher_wall_s": sum(per_step[:last]) if len(per_step) >= last and None not in per_step[:last] else None,
-            "per_task": diff}
+            "teacher_minus_student_by_family": by_family(diff), "per_task": diff}
 
 
 def _gaps(groups: dict[str, Records], part: str) -> dict[str, Any]:
@@ -164,6 +188,7 @@ def _gaps(groups: dict[str, Records], part: str) -> dict[str, Any]:
             "teacher_pass1_by_step": {s: _mean([g["teacher_pass1_by_step"][s] for g in each])
                                       for s in each[0]["teacher_pass1_by_step"]},
             "teacher_recipe": each[0]["teacher_recipe"],
+            "teacher_minus_student_by_family": by_family(_seed_mean(diffs)),
             "teacher_wall_s": _mean(walls) if None not in walls else None})
         if len(each) > 1:
             gaps["opd-rl"]["teachers"] = {t["run"]: gap for t, gap in zip(scored, each)}

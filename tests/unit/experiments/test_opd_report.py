@@ -219,3 +219,22 @@ def test_teachers_of_machines_that_split_the_seeds_are_averaged_and_each_kept(tm
     assert gaps["teachers"]["rl-teacher-s0"]["teacher_minus_student"] == pytest.approx(one["teacher_minus_student"])
     lo, hi = gaps["teacher_minus_student_ci95"]
     assert lo < gaps["teacher_minus_student"] < hi
+
+
+def test_shifts_by_task_family_show_where_an_arm_gains_or_loses(tmp_path, monkeypatch):
+    """Synthetic task ids name their family (syn-FAMILY-SEED-INDEX): each difference is also given per family."""
+    import sys
+
+    monkeypatch.setattr(sys.modules[__name__], "TASKS", ("syn-rotate-1-0", "syn-rotate-1-1", "syn-flip-1-0",
+                                                          "syn-flip-1-1"))
+    _experiment(tmp_path)
+    s = opd_report.summary(tmp_path)
+    assert opd_report.task_family("syn-mirror_concat-4-12") == "mirror_concat" and opd_report.task_family(
+        "007bbfb7") == "other"
+    # peer@40 - control@20 per seed: (0, (s+1)/4 - 1/2, (s+1)/4, (s+1)/4): rotate (0 + (s-1)/4) / 2, mean over seeds 0;
+    # flip (s+1)/4, mean 1/2
+    assert s["arms"]["opd-peer"]["minus_grpo_only_by_family"] == pytest.approx({"flip": 0.5, "rotate": 0.0})
+    # control's gains over step 0: (1 - s/4, 1/2, 0, 0): rotate (3/4 + 1/2) / 2 over seeds = 5/8, flip 0
+    assert s["arms"]["grpo-only"]["minus_student_by_family"] == pytest.approx({"flip": 0.0, "rotate": 0.625})
+    # the held-out teacher: (2, 0, 0, 0) -> (4, 4, 4, 0) of 4: rotate (1/2 + 1) / 2, flip (1 + 0) / 2
+    assert s["teacher_gaps"]["opd-rl"]["teacher_minus_student_by_family"] == pytest.approx({"flip": 0.5, "rotate": 0.75})
