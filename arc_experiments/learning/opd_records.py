@@ -21,6 +21,7 @@ from __future__ import annotations
 import argparse
 import functools
 import json
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -74,11 +75,21 @@ def run_record(name: str, group: str, arm: str, config: dict[str, Any], output_d
             "finished": summary_file.exists(), "seconds": summary.get("seconds")}
 
 
-def sweep_records(sweep_dir: Path, group: str, arm: str | None = None) -> list[dict[str, Any]]:
-    """The records of a sweep folder's runs (`sweep_manifest.json`); `arm`: the folder's arm, else each variant."""
+def ran_here(output_dir: Path) -> bool:
+    """Whether a run has trained in `output_dir` (its trainer state, an evaluation or its summary; the sweep's dry
+    run writes only its config there)."""
+    return any((output_dir / name).exists() for name in ("trainer_state.json", "eval_arc", "run_summary.json"))
+
+
+def sweep_records(sweep_dir: Path, group: str, arm: str | None = None,
+                  keep: Callable[[str, Path], bool] | None = None) -> list[dict[str, Any]]:
+    """The records of a sweep folder's runs (`sweep_manifest.json`); `arm`: the folder's arm, else each variant;
+    `keep(run name, output folder)`: only those runs."""
     manifest = json.loads((sweep_dir / "sweep_manifest.json").read_text())
     records = []
     for run in manifest["runs"]:
+        if keep is not None and not keep(run["name"], Path(run["output_dir"])):
+            continue
         config = yaml.safe_load(Path(run["config"]).read_text())
         records.append(run_record(run["name"], group, arm or run["variant"], config, Path(run["output_dir"])))
     return records
@@ -101,7 +112,12 @@ def write_records(work: Path, part: str, out: Path, teacher_run: str | None = No
     for group, (folder, arm) in machine_groups(work, part).items():
         if not (folder / "sweep_manifest.json").exists():
             continue
-        for record in sweep_records(folder, group, arm):
+        # a run that never trained here and has no record from the queue (e.g. kept from a committed record, so never
+        # started) gets none: an empty one would hide the committed record when the two are merged
+        def keep(name: str, output_dir: Path, group: str = group) -> bool:
+            return ran_here(output_dir) or (out / part / group / f"{name}.json").exists()
+
+        for record in sweep_records(folder, group, arm, keep):
             if group == TEACHER_GROUP and teacher_run:
                 record["run"] = teacher_run
             written.append(save_record(record, out, part))

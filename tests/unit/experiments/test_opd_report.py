@@ -156,8 +156,13 @@ def test_records_from_a_runs_files_and_the_heldout_sweep_file_from_the_choices(t
                                         "outcome": {"test_predictions": right if i < solved else None}}) + "\n")
     logs = [{"step": 2, "time/step": 4.0}, {"step": 1, "time/step": 3.0, "teacher_kl": 0.5}, {"step": 2, "eval": 1}]
     (out / "trainer_state.json").write_text(json.dumps({"log_history": logs}))
+    kept = out.parent / "lr5e-05_tau0.1"  # in the sweep, never run here (kept from a committed record): no record
+    kept.mkdir()
+    (kept / "config.yaml").write_text(yaml.safe_dump(config))  # what the sweep's dry run leaves
     manifest = {"runs": [{"name": out.name, "variant": None, "config": str(out / "config.yaml"),
-                          "output_dir": str(out)}]}
+                          "output_dir": str(out)},
+                         {"name": kept.name, "variant": None, "config": str(kept / "config.yaml"),
+                          "output_dir": str(kept)}]}
     (out.parent / "sweep_manifest.json").write_text(json.dumps(manifest))
     written = opd_records.write_records(tmp_path / "work", "validation", tmp_path / "opd")
     assert written == [tmp_path / "opd" / "validation" / "opd-peer" / "lr2e-05_tau0.1.json"]
