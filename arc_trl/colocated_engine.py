@@ -41,11 +41,17 @@ def claim_rendezvous_port() -> int | None:
     """Give a single-process run without MASTER_PORT an OS-assigned free port for the torch.distributed store that
     TRL's colocated engine opens; the port, or None where MASTER_PORT is set or several processes run (their
     launcher's rendezvous). TRL (`trl.trainer.utils.ensure_master_addr_port`) takes the first *free* of 29500, 23456,
-    ... instead: a test then a bind, so runs started together on one machine all test 29500 free, all take it, and all
-    but one die with EADDRINUSE (seen: 7 of 12 SmolLM2 runs started together on an H200, 2026-11-28). The kernel
-    never hands out a port that is bound, and picks an ephemeral one at random, so such runs get different ports."""
-    if os.environ.get("MASTER_PORT", "").strip() or int(os.environ.get("WORLD_SIZE", "1")) > 1:
+    ... instead: a test then a bind, so runs started together on one machine test the same candidate free, take it,
+    and all but one of them die with EADDRINUSE (seen on 29500 and 12355: 7 of 12 SmolLM2 runs started together on an
+    H200, 2026-11-28). The kernel never hands out a port that is bound and picks an ephemeral one at random, so such
+    runs get different ports. MASTER_PORT 0 or auto (TRL: "pick one") is taken as unset."""
+    if os.environ.get("MASTER_PORT", "").strip().lower() not in ("", "0", "auto"):  # TRL's "pick one" values
         return None
+    try:
+        if int(os.environ.get("WORLD_SIZE") or 1) > 1:
+            return None
+    except ValueError:
+        return None  # not ours to judge: TRL and torch report it
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
         s.bind(("", 0))
         port = s.getsockname()[1]

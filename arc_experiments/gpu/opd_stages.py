@@ -1,19 +1,20 @@
-"""Issue 41's OPD experiment on one H100 (configs/gpu/smollm2/opd-*.yaml, docs/opd.md "On a GPU"), two machine
-sessions of under 50 minutes each, each from its own SFT student (as the committed SmolLM2 experiment: machine 1 chose
-the recipes, machine 2 ran the held-out arms from a student of its own):
+"""Issue 41's OPD experiment (configs/gpu/smollm2/opd-*.yaml, docs/opd.md "On a GPU"), first planned as two H100
+sessions of under 50 minutes, each from its own SFT student (as the committed SmolLM2 experiment: machine 1 chose the
+recipes, machine 2 ran the held-out arms from a student of its own), now split over one-H200 sessions (docs/opd.md):
 
 1. `opd-validation`: the student, the RL-trained teacher (opd-teacher.yaml), each arm's validation sweep; records
-   under OUT/opd/validation (commit them as results/gpu_learning_smollm2/opd/validation before step 2);
-2. `opd-heldout`: the student, the teacher again, then each arm with its chosen recipe x 3 seeds and GRPO alone beside
-   them on the held-out tasks; records under OUT/opd/heldout and the figures (OUT/opd/summary.json, opd_report.py).
+   under OUT/opd/validation (commit them into results/gpu_learning_smollm2/opd/validation before step 2); an arm whose
+   committed sweep finished is kept, one with a lost run is run whole (its runs compared on one student);
+2. `opd-heldout`: the student, the teacher again, then each arm with its chosen recipe x 3 seeds (or `--seeds`) and
+   GRPO alone beside them on the held-out tasks; records under OUT/opd/heldout and the figures (OUT/opd/summary.json,
+   opd_report.py).
 
-Runs go two at a time on a GPU (each colocated vLLM at vllm_gpu_memory_utilization 0.3; a run peaked at 26.9 GiB of the
-79.6 on machine 3, so a third does not fit), on every GPU of a machine with several (`pool_gpus`), the next one starting
-once the one before has logged a step; a run that needs the teacher waits for it. In opd-heldout the teacher trains
-alone first, then the arms' runs go two at a time on each GPU in seed-major order (s0_* of every arm, then s1_*, s2_*),
-so each held-out run shares the GPU only with other arms' held-out runs (its record names them: `neighbours`) and its
-step times (`wall_s`) are comparable across arms. Each run is stopped at its time limit (opd_budget.LIMIT_FACTOR x its
-estimate; exit code 124) and the stage goes on.
+Runs go `--slots` at a time on a GPU (default 2; each colocated vLLM with a fixed 6 GiB KV cache, a run ~10 GiB: six
+took 59.8 GiB of an H200), on every GPU of a machine with several (`pool_gpus`); a run that needs the teacher waits for
+it. In opd-heldout the teacher trains alone first, then the arms' runs in seed-major order (s0_* of every arm, then
+s1_*, s2_*), so each held-out run shares the GPU only with other arms' held-out runs (its record names them:
+`neighbours`) and its step times (`wall_s`) can be read against theirs. Each run is stopped at its time limit
+(opd_budget.LIMIT_FACTOR x its estimate; exit code 124) and the stage goes on.
 """
 
 from __future__ import annotations
@@ -23,6 +24,8 @@ import subprocess
 import time
 from dataclasses import dataclass
 from pathlib import Path
+
+import yaml
 
 from arc_experiments.gpu.measure_stages import PY
 from arc_experiments.gpu.opd_budget import CONFIG_S, LIMIT_FACTOR, PAIR, calibration, estimate_lines, run_cost
@@ -45,6 +48,7 @@ class Job:
     arm: str
     needs: tuple[str, ...] = ()
     limit_s: float = 1800.0  # stopped then (exit code 124); the stages set LIMIT_FACTOR x the run's estimate
+    seed: int = 0  # its training seed
 
 
 def _sweep_jobs(sweep_file: Path, prefix: str, group: str, arm: str | None = None,
@@ -61,7 +65,7 @@ def _sweep_jobs(sweep_file: Path, prefix: str, group: str, arm: str | None = Non
     for r in expand_sweep(load_sweep(sweep_file)):
         run_arm = arm or r.variant
         jobs.append(Job(f"{prefix}-{r.name}", r.name, r.config_path, r.output_dir, group, run_arm,
-                        (needs,) if needs and run_arm in RL_ARMS else (), round(limit_s)))
+                        (needs,) if needs and run_arm in RL_ARMS else (), round(limit_s), int(r.config.get("seed", 0))))
     return jobs
 
 
@@ -74,8 +78,6 @@ def _record(ctx: Context, job: Job, part: str, code: int, neighbours: list[str])
     """The ended job's record under OUT/opd/PART (what a machine taken back mid-queue leaves), with its exit code and
     the runs that shared the GPU with it at some point (`neighbours`, run names: what its step times were measured
     beside)."""
-    import yaml
-
     config = yaml.safe_load(job.config.read_text())
     record = run_record(job.run, job.group, job.arm, config, job.output_dir)
     save_record({**record, "exit_code": code, "neighbours": neighbours}, ctx.out / "opd", part)
@@ -84,8 +86,6 @@ def _record(ctx: Context, job: Job, part: str, code: int, neighbours: list[str])
 def _fixed_kv_cache(job: Job) -> bool:
     """Whether the job's config fixes its vLLM KV cache (`vllm_kv_cache_memory_gib`: no start-up memory profile, so
     no race with a neighbour starting or sleeping at the same time)."""
-    import yaml
-
     return bool(job.config.exists() and (yaml.safe_load(job.config.read_text()) or {}).get("vllm_kv_cache_memory_gib"))
 
 
@@ -130,9 +130,12 @@ def pool(ctx: Context, jobs: list[Job], part: str, done: dict[str, int] | None =
         if ready and len(load[gpu]) < ctx.slots:
             job = ready[0]
             pending.remove(job)
-            if gpu in last_started and (gpu not in warm or not _fixed_kv_cache(job)):
-                first_step(*last_started.pop(gpu))  # its vLLM has taken its memory before another starts on the GPU
-                warm.add(gpu)
+            at_once = gpu in warm and all(_fixed_kv_cache(j) for j in [job] + [e[0] for e in load[gpu]])
+            if gpu in last_started and not at_once:
+                log, process = last_started.pop(gpu)
+                first_step(log, process)  # its vLLM has taken its memory before another starts on the GPU
+                if process is None or process.returncode is None:  # (first_step polled it) one dead at start
+                    warm.add(gpu)  # wrote no compile cache
             env = {"CUDA_VISIBLE_DEVICES": gpu} if gpu else None
             process = start(ctx, job.name, [PY, "-m", "arc_trl", "train", "--config", str(job.config)], env)
             beside[job.name] = [other.run for other, *_ in load[gpu]]
@@ -154,8 +157,6 @@ def _student(ctx: Context) -> int:
 def _files(ctx: Context) -> tuple[Path, Path]:
     """The configs folder and the experiment's folder on the machine (the teacher sweep's sweep_dir's parent: the
     configs' paths are absolute, so --work must be the one they name)."""
-    import yaml
-
     from arc_trl.launch.sweep import load_sweep
 
     configs = ROOT / ctx.configs
@@ -169,13 +170,20 @@ def _files(ctx: Context) -> tuple[Path, Path]:
     return configs, load_sweep(configs / TEACHER).sweep_dir.parent
 
 
-def _print_estimate(ctx: Context, title: str, files: list[Path], commands: int, alone: tuple[Path, ...] = ()) -> None:
-    """The stage's estimate: `alone`'s runs each alone on the GPU, `files`' runs two at a time."""
+def _print_estimate(ctx: Context, title: str, files: list[tuple[Path, int]], commands: int,
+                    alone: tuple[Path, ...] = ()) -> None:
+    """The stage's estimate on one H100 (opd_budget's calibration: two runs a GPU): `alone`'s runs each alone on the
+    GPU, `files`' runs (a sweep file and how many of its runs run here) two at a time."""
+    from dataclasses import replace
+
     cal = calibration(ROOT)
     parts = [("student", cal.student_s)] + [(f"{f.stem} alone", cal.alone(run_cost(f, ROOT))) for f in alone]
-    parts += [(f.stem, cal.runs(run_cost(f, ROOT))) for f in files]
+    parts += [(f.stem, cal.runs(replace(run_cost(f, ROOT), runs=n))) for f, n in files if n]
     for line in estimate_lines(parts + [("commands", commands * CONFIG_S)], title):
         print(line, flush=True)
+    if ctx.slots != PAIR:
+        print(f"   (--slots {ctx.slots}: the estimate is for {PAIR} runs a GPU on an H100; docs/opd.md has an H200's "
+              "figures at 6)", flush=True)
 
 
 VALIDATION_ORDER = ("opd-peer", "grpo-only", "opd-rl-mixed", "opd-rl-pure")
@@ -196,35 +204,40 @@ def validation_arms(only: str | None) -> tuple[bool, list[str]]:
     return any(fnmatch.fnmatch(TEACHER_GROUP, p) for p in patterns), arms
 
 
+def committed_folder() -> Path:
+    """The committed records (COMMITTED in the checkout)."""
+    return ROOT / COMMITTED
+
+
 def committed_runs(part: str = "validation") -> set[tuple[str, str]]:
-    """(group, run) of the committed records (COMMITTED/PART) whose run finished (exit code 0): not run again."""
+    """(group, run) of the committed records (COMMITTED/PART) whose run finished (exit code 0)."""
     from arc_experiments.learning.opd_records import finished_runs, read_records
 
-    return finished_runs(read_records(ROOT / COMMITTED).get(part, {}))
+    return finished_runs(read_records(committed_folder()).get(part, {}))
 
 
 def opd_validation(ctx: Context) -> int:
-    """Issue 41, machine 1 of 2 (~41 min): the student, the RL-trained teacher (GRPO alone, 128 steps) and each arm's
+    """Issue 41's validation part: the student, the RL-trained teacher (GRPO alone, 128 steps) and each arm's
     validation sweep (GRPO alone, peer self-teacher, RL teacher pure and mixed), records under OUT/opd/validation.
     `--only`: some of them (validation_arms), e.g. on two machines whose time is short, `teacher,opd-rl-*` on one
-    and `grpo-only,opd-peer` on the other. A run whose committed record finished is not run again (a stage that lost
-    runs is completed by running it again); the teacher trains when asked for and not committed, or when an
-    RL-teacher arm's run is left (its checkpoint is never committed)."""
+    and `grpo-only,opd-peer` on the other. An arm whose committed runs all finished is kept; one with a lost run runs
+    its whole sweep again (a choice compares runs of one student, and a new machine builds its own); the teacher
+    trains when asked for and not committed, or when an RL-teacher arm runs (its checkpoint is never committed)."""
     configs, work = _files(ctx)
     asked_teacher, arms = validation_arms(ctx.only)
-    done = committed_runs() if not ctx.dry_run else set()
+    done = committed_runs()
     teacher = _sweep_jobs(configs / TEACHER, "opd-teacher", TEACHER_GROUP, "rl-teacher", slots=ctx.slots)
-    sweeps = [configs / f"opd-sweep-{arm}.yaml" for arm in arms]
-    runs = [j for f, arm in zip(sweeps, arms) for j in _sweep_jobs(f, arm, arm, arm, teacher[0].name, slots=ctx.slots)]
-    for job in [j for j in runs if (j.group, j.run) in done]:
-        print(f"   {job.name}: kept (its committed record finished)", flush=True)
-    runs = [j for j in runs if (j.group, j.run) not in done]
-    with_teacher = any(j.needs for j in runs) or (asked_teacher and (TEACHER_GROUP, teacher[0].run) not in done)
-    trained = [configs / TEACHER] * with_teacher + [f for f, arm in zip(sweeps, arms) if any(j.group == arm
-                                                                                          for j in runs)]
+    sweeps = {arm: configs / f"opd-sweep-{arm}.yaml" for arm in arms}
+    runs = {arm: _sweep_jobs(f, arm, arm, arm, teacher[0].name, slots=ctx.slots) for arm, f in sweeps.items()}
+    for arm in [a for a, jobs in runs.items() if all((j.group, j.run) in done for j in jobs)]:
+        print(f"   {arm}: kept (every run's committed record finished)", flush=True)
+        del runs[arm]
+    jobs = [j for arm_jobs in runs.values() for j in arm_jobs]
+    with_teacher = any(j.needs for j in jobs) or (asked_teacher and (TEACHER_GROUP, teacher[0].run) not in done)
+    trained = [(configs / TEACHER, 1)] * with_teacher + [(sweeps[arm], len(js)) for arm, js in runs.items()]
     _print_estimate(ctx, "opd-validation", trained, commands=len(trained) + 1)
-    codes = [_student(ctx)] + [_configs(ctx, f, f"{f.stem}-configs") for f in trained]
-    codes += pool(ctx, teacher * with_teacher + runs, "validation", gpus=pool_gpus(ctx))
+    codes = [_student(ctx)] + [_configs(ctx, f, f"{f.stem}-configs") for f, _ in trained]
+    codes += pool(ctx, teacher * with_teacher + jobs, "validation", gpus=pool_gpus(ctx))
     records = [PY, "-m", "arc_experiments.learning.opd_records", "write", str(work), "--part",
                "validation", "--out", str(ctx.out / "opd")]
     return failed(*codes, run(ctx, "opd-validation-records", 300, records))
@@ -238,18 +251,24 @@ def merged_validation(here: Path, into: Path, dry_run: bool = False) -> Path:
     if not dry_run:
         shutil.rmtree(into, ignore_errors=True)
         into.mkdir(parents=True)
-        for source in (ROOT / COMMITTED / "validation", here):
+        for source in (committed_folder() / "validation", here):
             if source.is_dir():
                 shutil.copytree(source, into, dirs_exist_ok=True)
     return into
 
 
 def opd_heldout(ctx: Context) -> int:
-    """Issue 41, machine 2 of 2 (~52 min): the student, the RL-trained teacher again (alone on the GPU), then each arm
-    with its validation-chosen recipe x 3 seeds and GRPO alone beside them on the held-out tasks, two at a time on
-    each GPU in seed-major order, the records and the figures (OUT/opd)."""
+    """Issue 41's held-out part: the student, the RL-trained teacher again (alone on the GPU), then each arm with its
+    validation-chosen recipe x 3 seeds (`--seeds`: some, the others on another machine) and GRPO alone beside them on
+    the held-out tasks, `--slots` at a time on each GPU in seed-major order, the records and the figures (OUT/opd)."""
     configs, work = _files(ctx)
-    _print_estimate(ctx, "opd-heldout", [configs / HELDOUT], commands=4, alone=(configs / TEACHER,))
+    seeds = yaml.safe_load((configs / HELDOUT).read_text())["grid"]["seed"]
+    unknown = sorted(set(ctx.seeds or ()) - set(seeds))
+    if unknown:
+        raise SystemExit(f"opd-heldout --seeds: {unknown} not in {configs / HELDOUT}'s seeds {seeds}")
+    per_seed = len(yaml.safe_load((configs / HELDOUT).read_text())["variants"])
+    _print_estimate(ctx, "opd-heldout", [(configs / HELDOUT, per_seed * len(ctx.seeds or seeds))], commands=4,
+                    alone=(configs / TEACHER,))
     choices = merged_validation(ctx.out / "opd" / "validation", work / "choices" / "validation", ctx.dry_run)
     arms_file = work / "heldout.yaml"
     codes = [_student(ctx), _configs(ctx, configs / TEACHER, "opd-teacher-configs"),
@@ -265,7 +284,7 @@ def opd_heldout(ctx: Context) -> int:
     # seed-major: s0_* of every arm first; --seeds: only those seeds' runs (the others on another machine)
     arms = sorted(_sweep_jobs(configs / HELDOUT if ctx.dry_run else arms_file, "opd-heldout", "arms",
                               needs=teacher[0].name, slots=ctx.slots), key=lambda j: j.name)
-    arms = [j for j in arms if ctx.seeds is None or int(j.run.split("_", 1)[0].removeprefix("s")) in ctx.seeds]
+    arms = [j for j in arms if ctx.seeds is None or j.seed in ctx.seeds]
     # the teacher alone, then the arms: each held-out run beside other arms' held-out runs only (module docstring)
     teacher_codes = pool(ctx, teacher, "heldout")
     codes += teacher_codes + pool(ctx, arms, "heldout", done={j.name: c for j, c in zip(teacher, teacher_codes)},
@@ -280,7 +299,7 @@ def opd_heldout(ctx: Context) -> int:
     if not ctx.dry_run:
         import shutil
 
-        for source in (ROOT / COMMITTED / "heldout", opd / "heldout"):
+        for source in (committed_folder() / "heldout", opd / "heldout"):
             if source.is_dir():
                 shutil.copytree(source, report / "heldout", dirs_exist_ok=True)
     codes.append(run(ctx, "opd-report", 300, [PY, "-m", "arc_experiments.learning.opd_report", str(report),

@@ -210,11 +210,14 @@ def main(argv: list[str] | None = None) -> int:
     if args.command == "write":
         written = write_records(args.work, args.part, args.out, args.teacher_run)
         print(f"{len(written)} records under {args.out / args.part}")
-        if args.part == "validation":
+        if args.part == "validation":  # this machine's best, for the log (the choice reads every committed record)
             groups = read_records(args.out).get("validation", {})
-            choices = {arm: choose(groups[arm]) for arm in ARMS if arm in groups}
-            for arm, c in choices.items():
-                print(f"{arm:13s} chosen {c['run']} at step {c['step']} ({100 * c['pass1']:.1f}% validation)")
+            for arm in [a for a in ARMS if a in groups]:
+                if not any(r["passes"] for r in groups[arm].values()):
+                    print(f"{arm:13s} no evaluated run here")
+                    continue
+                c = choose(groups[arm])
+                print(f"{arm:13s} best here {c['run']} at step {c['step']} ({100 * c['pass1']:.1f}% validation)")
         return 0 if written else 1
     groups = read_records(args.validation.parent).get(args.validation.name, {})
     lost = lost_runs(groups)

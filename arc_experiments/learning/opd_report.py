@@ -176,6 +176,9 @@ def _gaps(groups: dict[str, Records], part: str) -> dict[str, Any]:
     if teachers or rl_runs:
         gaps["opd-rl"] = _kl(rl_runs, "teacher_kl")
     scored = [t for t in teachers if "0" in t["passes"] and len(t["passes"]) > 1]
+    if len({tuple(sorted(t["passes"], key=int)) for t in scored}) > 1:
+        raise ValueError(f"teachers evaluated at different steps, not averaged: "
+                         f"{ {t['run']: sorted(t['passes'], key=int) for t in scored} } (one stopped early?)")
     if scored:
         each = [_teacher_gap(t) for t in scored]
         diffs = [gap.pop("per_task") for gap in each]

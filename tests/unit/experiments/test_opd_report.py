@@ -243,3 +243,34 @@ def test_shifts_by_task_family_show_where_an_arm_gains_or_loses(tmp_path, monkey
     assert s["arms"]["grpo-only"]["minus_student_by_family"] == pytest.approx({"flip": 0.0, "rotate": 0.625})
     # the held-out teacher: (2, 0, 0, 0) -> (4, 4, 4, 0) of 4: rotate (1/2 + 1) / 2, flip (1 + 0) / 2
     assert s["teacher_gaps"]["opd-rl"]["teacher_minus_student_by_family"] == pytest.approx({"flip": 0.5, "rotate": 0.75})
+
+
+def test_teachers_evaluated_at_different_steps_are_not_averaged(tmp_path):
+    _record(tmp_path, "heldout", "teacher", "rl-teacher-s0", "rl-teacher", {0: (2, 0, 0, 0), 128: (4, 4, 4, 0)})
+    _record(tmp_path, "heldout", "teacher", "rl-teacher-s1-2", "rl-teacher", {0: (2, 0, 0, 0), 64: (4, 4, 0, 0)})
+    groups = opd_records.read_records(tmp_path)["heldout"]
+    with pytest.raises(ValueError, match=r"different steps.*'rl-teacher-s1-2': \['0', '64'\].*stopped early"):
+        opd_report._gaps(groups, "heldout")
+
+
+def test_the_write_command_names_the_teacher_record_and_logs_arms_without_an_evaluation(tmp_path, capsys):
+    """A held-out machine of some seeds names its teacher's record; a validation machine whose every run of an arm was
+    lost logs it (it raised before: 'no evaluated run', 2026-11-28's queue a)."""
+    for group, run in (("teacher", "rl-teacher"), ("validation/opd-rl-pure", "lr2e-05")):
+        out = tmp_path / "work" / group / run
+        out.mkdir(parents=True)
+        (out / "config.yaml").write_text(yaml.safe_dump({"seed": 0}))
+        (out / "trainer_state.json").write_text(json.dumps({"log_history": []}))
+        manifest = {"runs": [{"name": run, "variant": None, "config": str(out / "config.yaml"),
+                              "output_dir": str(out)}]}
+        (out.parent / "sweep_manifest.json").write_text(json.dumps(manifest))
+    opd = tmp_path / "opd"
+    opd_records.save_record({"run": "rl-teacher-s1-2", "group": "teacher", "exit_code": 0, "neighbours": []}, opd,
+                            "heldout")  # the queue's record of the run as it ended
+    assert opd_records.main(["write", str(tmp_path / "work"), "--part", "heldout", "--out", str(opd),
+                             "--teacher-run", "rl-teacher-s1-2"]) == 0
+    assert [p.name for p in (opd / "heldout" / "teacher").iterdir()] == ["rl-teacher-s1-2.json"]
+    record = json.loads((opd / "heldout" / "teacher" / "rl-teacher-s1-2.json").read_text())
+    assert record["run"] == "rl-teacher-s1-2" and record["exit_code"] == 0 and record["finished"] is False
+    assert opd_records.main(["write", str(tmp_path / "work"), "--part", "validation", "--out", str(opd)]) == 0
+    assert "opd-rl-pure   no evaluated run here" in capsys.readouterr().out

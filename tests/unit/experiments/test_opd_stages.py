@@ -34,7 +34,9 @@ def _trained(commands: list[str]) -> list[str]:
             and "sweep" not in c]
 
 
-def test_validation_runs_the_student_the_teacher_then_every_sweep_run_and_fits_a_session(tmp_path, capsys):
+def test_validation_runs_the_student_the_teacher_then_every_sweep_run_and_fits_a_session(tmp_path, capsys,
+                                                                                          monkeypatch):
+    monkeypatch.setattr(opd_stages, "committed_runs", lambda part="validation": set())  # a first machine
     commands, estimate = _dry(tmp_path, capsys, "opd-validation")
     runs = _trained(commands)
     opd = "/tmp/arc-gpu/smollm2/opd"
@@ -321,7 +323,8 @@ def test_gpu_ids_are_nvidia_smis_numbers_or_none_when_it_fails(monkeypatch):
     assert runner.gpu_ids() == []
 
 
-def test_validation_can_be_split_over_machines_and_an_rl_arms_runs_bring_the_teacher(tmp_path, capsys):
+def test_validation_can_be_split_over_machines_and_an_rl_arms_runs_bring_the_teacher(tmp_path, capsys, monkeypatch):
+    monkeypatch.setattr(opd_stages, "committed_runs", lambda part="validation": set())  # a first machine
     assert opd_stages.validation_arms(None) == (True, ["opd-peer", "grpo-only", "opd-rl-mixed", "opd-rl-pure"])
     assert opd_stages.validation_arms("grpo-only,opd-peer") == (False, ["opd-peer", "grpo-only"])
     assert opd_stages.validation_arms("opd-rl-pure") == (False, ["opd-rl-pure"])  # (its runs bring the teacher)
@@ -360,21 +363,30 @@ def test_with_more_slots_runs_with_a_fixed_kv_cache_start_together_and_their_lim
     assert waits == ["a", "e"]  # b waited for a's first step; c-e started at once; f (no fixed cache) waited for e's
     assert [t for t, kind, _ in events if kind == "start"] == [0] * 6 and clock.now < 2 * 300
     assert records["a"] == (0, ["b", "c", "d", "e", "f"])
+    clock.now, waits[:] = 0.0, []
+    jobs = [job(n, fixed=n != "h") for n in "ghij"]  # h profiles its memory at start: i and j wait for the newest run
+    assert opd_stages.pool(ctx, jobs, "p") == [0] * 4
+    assert waits == ["g", "h", "i"]
     # a run's limit: 3x its estimate beside one other run, times slots / 2 (a busy GPU shared by more)
     two, six = (opd_stages._sweep_jobs(ROOT / "configs/gpu/smollm2/opd-sweep-grpo-only.yaml", "g", "g", "g", slots=k)
                 for k in (2, 6))
     assert six[0].limit_s == pytest.approx(3 * two[0].limit_s, abs=2)
 
 
-def test_a_second_validation_machine_runs_only_the_lost_runs_and_the_choice_waits_for_them(tmp_path, monkeypatch,
-                                                                                           capsys):
-    """The committed validation (2026-11-28, one H200): 3 runs died at start (EADDRINUSE). Running the stage again
-    runs those 3 alone (no teacher: every RL-teacher run finished); the held-out choice refuses until they are
-    committed, and takes the committed records with a machine's new ones over them."""
+def test_a_second_validation_machine_reruns_the_arms_with_a_lost_run_whole_and_the_choice_waits_for_them(
+        tmp_path, monkeypatch, capsys):
+    """The validation of 2026-11-28 (one H200, its records copied here as they were committed): 3 runs died at start
+    (EADDRINUSE), of GRPO alone and the peer. Running the stage again runs those two arms' sweeps whole (6 runs, on the
+    new machine's student) and nothing else (no teacher: every RL-teacher run finished); the held-out choice refuses
+    until they are committed, then takes the committed records with the machine's new ones over them."""
+    import shutil
+
     from arc_experiments.learning import opd_records
 
-    committed = ROOT / opd_stages.COMMITTED / "validation"
-    groups = opd_records.read_records(committed.parent)["validation"]
+    committed = tmp_path / "committed"
+    shutil.copytree(ROOT / "results/gpu_learning_smollm2/opd/validation", committed / "validation")
+    monkeypatch.setattr(opd_stages, "committed_folder", lambda: committed)
+    groups = opd_records.read_records(committed)["validation"]
     lost = opd_records.lost_runs(groups)
     assert lost == ["grpo-only/lr2e-05", "opd-peer/lr2e-05_tau1.0", "opd-peer/lr5e-05_tau1.0"]
     jobs: list[str] = []
@@ -384,16 +396,18 @@ def test_a_second_validation_machine_runs_only_the_lost_runs_and_the_choice_wait
         j.name for j in js) or [0] * len(js))
     ctx = Context(out=tmp_path / "out", work=tmp_path / "w", configs="configs/gpu/smollm2")
     assert opd_stages.opd_validation(ctx) == 0
-    assert jobs == ["opd-peer-lr2e-05_tau1.0", "opd-peer-lr5e-05_tau1.0", "grpo-only-lr2e-05"]
+    assert jobs == [f"opd-peer-lr{lr}_tau{tau}" for lr in ("2e-05", "5e-05") for tau in ("0.1", "1.0")] + [
+        "grpo-only-lr2e-05", "grpo-only-lr5e-05"]
+    assert "opd-rl-mixed: kept" in capsys.readouterr().out
     with pytest.raises(SystemExit, match=r"runs \['grpo-only/lr2e-05', 'opd-peer/lr2e-05_tau1.0', 'opd-peer/lr5e"):
-        opd_records.main(["arms-file", "--validation", str(committed), "--template",
+        opd_records.main(["arms-file", "--validation", str(committed / "validation"), "--template",
                           str(ROOT / "configs/gpu/smollm2/opd-heldout.yaml"), "--out", str(tmp_path / "a.yaml")])
     here = tmp_path / "out" / "opd" / "validation"
-    for name in lost:  # the second machine's records of the lost runs: finished, evaluated
-        group, run = name.split("/")
-        record = {**groups[group][run], "finished": True, "exit_code": 0,
-                  "passes": groups[group]["lr5e-05" if group == "grpo-only" else "lr5e-05_tau0.1"]["passes"]}
-        opd_records.save_record(record, here.parent, "validation")
+    for group in ("grpo-only", "opd-peer"):  # the second machine's records: every run finished, evaluated
+        for run, record in groups[group].items():
+            best = groups[group]["lr5e-05" if group == "grpo-only" else "lr5e-05_tau0.1"]
+            opd_records.save_record({**record, "finished": True, "exit_code": 0, "passes": best["passes"]},
+                                    here.parent, "validation")
     merged = opd_stages.merged_validation(here, tmp_path / "merged" / "validation")
     assert sorted(p.stem for p in (merged / "opd-peer").glob("*.json")) == sorted(groups["opd-peer"])
     assert opd_records.main(["arms-file", "--validation", str(merged), "--template",
@@ -410,3 +424,5 @@ def test_heldout_seeds_can_be_split_over_machines_each_with_its_own_teacher_reco
     assert any("--part heldout" in c and c.endswith("--teacher-run rl-teacher-s0") for c in commands)
     assert opd_stages.teacher_record_name((1, 2)) == "rl-teacher-s1-2" and opd_stages.teacher_record_name(None) == \
         "rl-teacher"
+    with pytest.raises(SystemExit, match=r"\[3\] not in .*opd-heldout.yaml's seeds \[0, 1, 2\]"):
+        opd_stages.opd_heldout(Context(out=tmp_path / "o", configs="configs/gpu/smollm2", seeds=(1, 3), dry_run=True))

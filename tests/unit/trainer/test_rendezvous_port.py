@@ -45,3 +45,14 @@ def test_a_set_port_or_a_launched_process_group_is_left_alone(monkeypatch):
     monkeypatch.delenv("MASTER_PORT")
     monkeypatch.setenv("WORLD_SIZE", "2")  # torchrun / accelerate: every rank must use the launcher's one port
     assert claim_rendezvous_port() is None and "MASTER_PORT" not in os.environ
+
+
+def test_trls_pick_one_values_are_claimed_and_an_empty_world_size_is_one_process(monkeypatch):
+    for value in ("0", "auto", " "):  # TRL resolves 0 and auto to its candidates again: the race
+        monkeypatch.setenv("MASTER_PORT", value)
+        monkeypatch.setenv("WORLD_SIZE", "")
+        port = claim_rendezvous_port()
+        assert port is not None and port not in TRL_CANDIDATES and os.environ["MASTER_PORT"] == str(port)
+    monkeypatch.setenv("MASTER_PORT", "")
+    monkeypatch.setenv("WORLD_SIZE", "two")  # not ours to judge (torch says what is wrong with it)
+    assert claim_rendezvous_port() is None
