@@ -97,8 +97,8 @@ def pool(ctx: Context, jobs: list[Job], part: str, done: dict[str, int] | None =
     once with its exit code and its neighbours (the runs that shared its GPU at some point). `gpus`: ("",) for the one
     GPU of the process's environment, else nvidia-smi's numbers, a job on the GPU with the fewest running
     (CUDA_VISIBLE_DEVICES). A job starts once the GPU's newest run has logged a step (its vLLM memory taken, vLLM's
-    compile cache written), except a job with a fixed KV cache on a GPU whose first run has logged one: those start
-    at once (no memory profile to race; the cache is warm)."""
+    compile cache written), except on a GPU whose first run has logged one when the job and every run on the GPU fix
+    their KV cache: it starts at once (no memory profile to race; the cache is warm)."""
     codes: dict[str, int] = dict(done or {})
     codes.update({j.name: 0 for j in jobs if (j.output_dir / "run_summary.json").exists() and not ctx.dry_run})
     pending = [j for j in jobs if j.name not in codes]
@@ -243,15 +243,16 @@ def opd_validation(ctx: Context) -> int:
     return failed(*codes, run(ctx, "opd-validation-records", 300, records))
 
 
-def merged_validation(here: Path, into: Path, dry_run: bool = False) -> Path:
-    """The validation records the choices are made from: the committed ones (COMMITTED/validation), those of this
-    machine (`here`, from an opd-validation earlier in the queue, e.g. runs a first machine lost) over them."""
+def merged_records(here: Path, into: Path, dry_run: bool = False) -> Path:
+    """A part's records as the figures read them: the committed ones (COMMITTED/PART, PART = `here`'s name), those of
+    this machine (`here`: e.g. validation runs a first machine lost, held-out seeds another machine did not run) over
+    them, copied into `into` (emptied first)."""
     import shutil
 
     if not dry_run:
         shutil.rmtree(into, ignore_errors=True)
         into.mkdir(parents=True)
-        for source in (committed_folder() / "validation", here):
+        for source in (committed_folder() / here.name, here):
             if source.is_dir():
                 shutil.copytree(source, into, dirs_exist_ok=True)
     return into
@@ -262,14 +263,15 @@ def opd_heldout(ctx: Context) -> int:
     validation-chosen recipe x 3 seeds (`--seeds`: some, the others on another machine) and GRPO alone beside them on
     the held-out tasks, `--slots` at a time on each GPU in seed-major order, the records and the figures (OUT/opd)."""
     configs, work = _files(ctx)
-    seeds = yaml.safe_load((configs / HELDOUT).read_text())["grid"]["seed"]
+    template = yaml.safe_load((configs / HELDOUT).read_text())
+    seeds = template["grid"]["seed"]
     unknown = sorted(set(ctx.seeds or ()) - set(seeds))
     if unknown:
         raise SystemExit(f"opd-heldout --seeds: {unknown} not in {configs / HELDOUT}'s seeds {seeds}")
-    per_seed = len(yaml.safe_load((configs / HELDOUT).read_text())["variants"])
-    _print_estimate(ctx, "opd-heldout", [(configs / HELDOUT, per_seed * len(ctx.seeds or seeds))], commands=4,
-                    alone=(configs / TEACHER,))
-    choices = merged_validation(ctx.out / "opd" / "validation", work / "choices" / "validation", ctx.dry_run)
+    _print_estimate(ctx, "opd-heldout", [(configs / HELDOUT, len(template["variants"]) * len(ctx.seeds or seeds))],
+                    commands=4, alone=(configs / TEACHER,))
+    opd, report = ctx.out / "opd", work / "choices"  # the report reads both parts, committed and this machine's
+    choices = merged_records(opd / "validation", report / "validation", ctx.dry_run)
     arms_file = work / "heldout.yaml"
     codes = [_student(ctx), _configs(ctx, configs / TEACHER, "opd-teacher-configs"),
              run(ctx, "opd-arms-file", 300, [PY, "-m", "arc_experiments.learning.opd_records", "arms-file",
@@ -289,19 +291,10 @@ def opd_heldout(ctx: Context) -> int:
     teacher_codes = pool(ctx, teacher, "heldout")
     codes += teacher_codes + pool(ctx, arms, "heldout", done={j.name: c for j, c in zip(teacher, teacher_codes)},
                                   gpus=pool_gpus(ctx))
-    opd = ctx.out / "opd"
     records = [PY, "-m", "arc_experiments.learning.opd_records", "write", str(work), "--part", "heldout", "--out",
                str(opd), "--teacher-run", teacher[0].run]
     codes.append(run(ctx, "opd-heldout-records", 300, records))
-    # the report reads both parts: the choices' validation records and the committed held-out runs (seeds run on
-    # another machine) with this machine's over them
-    report = work / "choices"
-    if not ctx.dry_run:
-        import shutil
-
-        for source in (committed_folder() / "heldout", opd / "heldout"):
-            if source.is_dir():
-                shutil.copytree(source, report / "heldout", dirs_exist_ok=True)
+    merged_records(opd / "heldout", report / "heldout", ctx.dry_run)
     codes.append(run(ctx, "opd-report", 300, [PY, "-m", "arc_experiments.learning.opd_report", str(report),
                                               "--out", str(opd / "summary.json")]))
     return failed(*codes)

@@ -222,8 +222,8 @@ def main(argv: list[str] | None = None) -> int:
     groups = read_records(args.validation.parent).get(args.validation.name, {})
     lost = lost_runs(groups)
     if lost:  # a recipe chosen without some of its sweep's runs is not the sweep's choice
-        raise SystemExit(f"{args.validation}: validation runs {lost} did not finish; run them first "
-                         "(python -m arc_experiments.gpu opd-validation runs only those) and commit their records")
+        raise SystemExit(f"{args.validation}: validation runs {lost} did not finish; run them first (python -m "
+                         "arc_experiments.gpu opd-validation reruns the sweeps that lost them), commit their records")
     choices = {arm: choose(groups[arm]) for arm in ARMS if arm in groups}
     sweep = arms_file(args.template, choices, args.out)
     for v in sweep["variants"]:

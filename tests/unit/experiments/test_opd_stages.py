@@ -408,7 +408,7 @@ def test_a_second_validation_machine_reruns_the_arms_with_a_lost_run_whole_and_t
             best = groups[group]["lr5e-05" if group == "grpo-only" else "lr5e-05_tau0.1"]
             opd_records.save_record({**record, "finished": True, "exit_code": 0, "passes": best["passes"]},
                                     here.parent, "validation")
-    merged = opd_stages.merged_validation(here, tmp_path / "merged" / "validation")
+    merged = opd_stages.merged_records(here, tmp_path / "merged" / "validation")
     assert sorted(p.stem for p in (merged / "opd-peer").glob("*.json")) == sorted(groups["opd-peer"])
     assert opd_records.main(["arms-file", "--validation", str(merged), "--template",
                              str(ROOT / "configs/gpu/smollm2/opd-heldout.yaml"), "--out", str(tmp_path / "a.yaml")]) == 0
