@@ -66,6 +66,7 @@ def main(argv: list[str] | None = None) -> int:
         phase_limit=args.phase_limit,
         configs=args.configs,
         slots=args.slots,
+        stages=tuple(args.stages),
         dry_run=args.dry_run,
     )
     if args.variants:

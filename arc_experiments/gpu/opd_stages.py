@@ -49,6 +49,7 @@ class Job:
     needs: tuple[str, ...] = ()
     limit_s: float = 1800.0  # stopped then (exit code 124); the stages set LIMIT_FACTOR x the run's estimate
     seed: int = 0  # its training seed
+    alone: bool = False  # starts on an empty GPU and has it to itself while it runs
 
 
 def _sweep_jobs(sweep_file: Path, prefix: str, group: str, arm: str | None = None,
@@ -65,7 +66,8 @@ def _sweep_jobs(sweep_file: Path, prefix: str, group: str, arm: str | None = Non
     for r in expand_sweep(load_sweep(sweep_file)):
         run_arm = arm or r.variant
         jobs.append(Job(f"{prefix}-{r.name}", r.name, r.config_path, r.output_dir, group, run_arm,
-                        (needs,) if needs and run_arm in RL_ARMS else (), round(limit_s), int(r.config.get("seed", 0))))
+                        (needs,) if needs and run_arm in RL_ARMS else (), round(limit_s), int(r.config.get("seed", 0)),
+                        alone))
     return jobs
 
 
@@ -96,9 +98,10 @@ def pool(ctx: Context, jobs: list[Job], part: str, done: dict[str, int] | None =
     earlier call is kept), each stopped at its `limit_s` (`stop`: exit code 124), each ended one's record written at
     once with its exit code and its neighbours (the runs that shared its GPU at some point). `gpus`: ("",) for the one
     GPU of the process's environment, else nvidia-smi's numbers, a job on the GPU with the fewest running
-    (CUDA_VISIBLE_DEVICES). A job starts once the GPU's newest run has logged a step (its vLLM memory taken, vLLM's
-    compile cache written), except on a GPU whose first run has logged one when the job and every run on the GPU fix
-    their KV cache: it starts at once (no memory profile to race; the cache is warm)."""
+    (CUDA_VISIBLE_DEVICES); jobs start in their order (`_free_gpu`: an `alone` job waits for an empty GPU and keeps
+    it to itself). A job starts once the GPU's newest run has logged a step (its vLLM memory taken, vLLM's compile
+    cache written), except on a GPU whose first run has logged one when the job and every run on the GPU fix their KV
+    cache: it starts at once (no memory profile to race; the cache is warm)."""
     codes: dict[str, int] = dict(done or {})
     codes.update({j.name: 0 for j in jobs if (j.output_dir / "run_summary.json").exists() and not ctx.dry_run})
     pending = [j for j in jobs if j.name not in codes]
@@ -126,8 +129,8 @@ def pool(ctx: Context, jobs: list[Job], part: str, done: dict[str, int] | None =
             pending.remove(job)
         ready = [j for j in pending if all(n in codes for n in j.needs)]
         load = {gpu: [entry for entry in running.values() if entry[3] == gpu] for gpu in gpus}
-        gpu = min(gpus, key=lambda g: len(load[g]))
-        if ready and len(load[gpu]) < ctx.slots:
+        gpu = _free_gpu(ready[0], load, ctx.slots) if ready else None
+        if ready and gpu is not None:
             job = ready[0]
             pending.remove(job)
             at_once = gpu in warm and all(_fixed_kv_cache(j) for j in [job] + [e[0] for e in load[gpu]])
@@ -150,8 +153,20 @@ def pool(ctx: Context, jobs: list[Job], part: str, done: dict[str, int] | None =
     return [codes[j.name] for j in jobs]
 
 
+def _free_gpu(job: Job, load: dict[str, list], slots: int) -> str | None:
+    """The GPU `job` starts on now (`load`: GPU -> its running entries, job first): the least loaded of those with a
+    free slot and no `alone` run, and for an `alone` job an empty one; None: none yet."""
+    free = [g for g, entries in load.items() if len(entries) < slots and not any(e[0].alone for e in entries)
+            and not (job.alone and entries)]
+    return min(free, key=lambda g: len(load[g])) if free else None
+
+
 def _student(ctx: Context) -> int:
-    return run(ctx, "opd-student", ctx.limit, ctx.demo("--only", "student", "--with-needs"))
+    """The SFT student (kept if made), on the first GPU of several: HF's Trainer would otherwise split its batch over
+    every visible GPU (DataParallel), a student unlike one GPU's."""
+    gpus = pool_gpus(ctx)
+    return run(ctx, "opd-student", ctx.limit, ctx.demo("--only", "student", "--with-needs"),
+               env={"CUDA_VISIBLE_DEVICES": gpus[0]} if gpus[0] else None)
 
 
 def _files(ctx: Context) -> tuple[Path, Path]:
@@ -226,14 +241,19 @@ def opd_validation(ctx: Context) -> int:
     configs, work = _files(ctx)
     asked_teacher, arms = validation_arms(ctx.only)
     done = committed_runs()
-    teacher = _sweep_jobs(configs / TEACHER, "opd-teacher", TEACHER_GROUP, "rl-teacher", slots=ctx.slots)
+    # on several GPUs the teacher has one to itself, and trains here too when this machine's held-out part follows
+    # (it needs one): beside the sweeps on the other GPUs instead of after them
+    several = len(pool_gpus(ctx)) > 1
+    teacher = _sweep_jobs(configs / TEACHER, "opd-teacher", TEACHER_GROUP, "rl-teacher", alone=several,
+                          slots=ctx.slots)
     sweeps = {arm: configs / f"opd-sweep-{arm}.yaml" for arm in arms}
     runs = {arm: _sweep_jobs(f, arm, arm, arm, teacher[0].name, slots=ctx.slots) for arm, f in sweeps.items()}
     for arm in [a for a, jobs in runs.items() if all((j.group, j.run) in done for j in jobs)]:
         print(f"   {arm}: kept (every run's committed record finished)", flush=True)
         del runs[arm]
     jobs = [j for arm_jobs in runs.values() for j in arm_jobs]
-    with_teacher = any(j.needs for j in jobs) or (asked_teacher and (TEACHER_GROUP, teacher[0].run) not in done)
+    with_teacher = (any(j.needs for j in jobs) or (asked_teacher and (TEACHER_GROUP, teacher[0].run) not in done)
+                    or (several and "opd-heldout" in ctx.stages))
     trained = [(configs / TEACHER, 1)] * with_teacher + [(sweeps[arm], len(js)) for arm, js in runs.items()]
     _print_estimate(ctx, "opd-validation", trained, commands=len(trained) + 1)
     codes = [_student(ctx)] + [_configs(ctx, f, f"{f.stem}-configs") for f, _ in trained]

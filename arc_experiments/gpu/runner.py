@@ -39,6 +39,7 @@ class Context:
     variants: list[str] = field(default_factory=lambda: ["base", "mb32", "mb64", "mb32_sw16_tb32", "mb32_sw16_tb32_pe"])
     variants_8b: list[str] = field(default_factory=lambda: ["vllm55"])  # speed8b: variants of the 8B recipe
     slots: int = 2  # opd stages: training runs at once on a GPU
+    stages: tuple[str, ...] = ()  # the stages this command runs, in order (a stage may prepare for a later one)
     configs: str = "configs/gpu/learning"  # the learning experiment's profile (configs/gpu/smollm2: a pretrained LM)
     dry_run: bool = False
     commands: list[list[str]] = field(default_factory=list)  # every command run (or printed), in order

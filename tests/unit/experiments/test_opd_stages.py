@@ -181,7 +181,7 @@ def test_heldout_on_a_gpu_trains_the_teacher_alone_then_the_arms_two_at_a_time_s
                                        own[name.split("_", 1)[1]] + 10 * int(name.split("-s")[-1][0]))
     configs, work = ROOT / "configs" / "gpu" / "smollm2", tmp_path / "work"
 
-    def fake_run(ctx, name, limit, command):
+    def fake_run(ctx, name, limit, command, env=None):
         if name == "opd-arms-file":  # the template as the arms file (the choices only change lr and teacher_tau)
             work.mkdir(parents=True, exist_ok=True)
             shutil.copy(configs / "opd-heldout.yaml", command[command.index("--out") + 1])
@@ -285,11 +285,14 @@ def test_on_two_gpus_the_stages_spread_the_runs_but_the_held_out_teacher_trains_
     configs, work = ROOT / "configs" / "gpu" / "smollm2", tmp_path / "work"
     pools: list[tuple[str, tuple[str, ...]]] = []
 
+    alones: list[tuple[str, bool]] = []
+
     def fake_pool(ctx, jobs, part, done=None, gpus=("",)):
         pools.extend((job.name, gpus) for job in jobs)
+        alones.extend((job.name, job.alone) for job in jobs)
         return [0] * len(jobs)
 
-    def fake_run(ctx, name, limit, command):
+    def fake_run(ctx, name, limit, command, env=None):
         if name == "opd-arms-file":
             work.mkdir(parents=True, exist_ok=True)
             shutil.copy(configs / "opd-heldout.yaml", command[command.index("--out") + 1])
@@ -306,6 +309,7 @@ def test_on_two_gpus_the_stages_spread_the_runs_but_the_held_out_teacher_trains_
     assert opd_stages.opd_heldout(ctx) == 0 and opd_stages.opd_validation(ctx) == 0
     teacher = [gpus for name, gpus in pools if name.startswith("opd-teacher")]
     assert teacher[0] == ("",) and teacher[1] == ("0", "1")  # held-out: alone on GPU 0; validation: in the pool
+    assert [alone for name, alone in alones if name.startswith("opd-teacher")] == [True, True]  # a GPU to itself
     assert all(gpus == ("0", "1") for name, gpus in pools if not name.startswith("opd-teacher"))
     monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "2,3")  # a host that gave this process two of its GPUs
     assert opd_stages.pool_gpus(ctx) == ("2", "3")
@@ -391,7 +395,7 @@ def test_a_second_validation_machine_reruns_the_arms_with_a_lost_run_whole_and_t
     assert lost == ["grpo-only/lr2e-05", "opd-peer/lr2e-05_tau1.0", "opd-peer/lr5e-05_tau1.0"]
     jobs: list[str] = []
     monkeypatch.setattr(opd_stages, "_files", lambda ctx: (ROOT / "configs/gpu/smollm2", tmp_path / "work"))
-    monkeypatch.setattr(opd_stages, "run", lambda ctx, name, limit, command: 0)
+    monkeypatch.setattr(opd_stages, "run", lambda ctx, name, limit, command, env=None: 0)
     monkeypatch.setattr(opd_stages, "pool", lambda ctx, js, part, done=None, gpus=("",): jobs.extend(
         j.name for j in js) or [0] * len(js))
     ctx = Context(out=tmp_path / "out", work=tmp_path / "w", configs="configs/gpu/smollm2")
@@ -426,3 +430,67 @@ def test_heldout_seeds_can_be_split_over_machines_each_with_its_own_teacher_reco
         "rl-teacher"
     with pytest.raises(SystemExit, match=r"\[3\] not in .*opd-heldout.yaml's seeds \[0, 1, 2\]"):
         opd_stages.opd_heldout(Context(out=tmp_path / "o", configs="configs/gpu/smollm2", seeds=(1, 3), dry_run=True))
+
+
+def test_an_alone_job_takes_an_empty_gpu_and_keeps_it_while_the_others_share_the_rest(tmp_path, monkeypatch):
+    """On two GPUs the teacher (alone) gets GPU 0 to itself and four runs share GPU 1; on one GPU an alone job waits
+    for the GPU to empty, and the jobs after it wait for it (jobs start in order: it is never starved)."""
+    clock, gpu_of, on_gpu, records = _Clock(), {}, {"0": set(), "1": set(), "": set()}, {}
+
+    def fake_start(ctx, name, command, env=None):
+        gpu = (env or {}).get("CUDA_VISIBLE_DEVICES", "")
+        gpu_of[name] = gpu
+        on_gpu[gpu].add(name)
+        assert len(on_gpu[gpu]) <= ctx.slots, on_gpu
+        return _Timed(clock, {"teacher": 500}.get(name, 100), lambda: on_gpu[gpu].discard(name))
+
+    monkeypatch.setattr(opd_stages, "start", fake_start)
+    monkeypatch.setattr(opd_stages, "first_step", lambda log, process: None)
+    monkeypatch.setattr(opd_stages, "_record", lambda ctx, job, part, code, beside: records.update({job.name: beside}))
+    monkeypatch.setattr(opd_stages, "time", clock)
+    job = lambda name, alone=False: opd_stages.Job(name, name, tmp_path / name / "config.yaml",  # noqa
+                                                   tmp_path / name, "g", name, alone=alone)
+    ctx = Context(out=tmp_path / "out", work=tmp_path / "work", slots=4)
+    names = ["teacher", "a", "b", "c", "d", "e"]
+    jobs = [job("teacher", alone=True)] + [job(n) for n in names[1:]]
+    assert opd_stages.pool(ctx, jobs, "p", gpus=("0", "1")) == [0] * 6
+    assert gpu_of == {"teacher": "0", **{n: "1" for n in names[1:]}} and records["teacher"] == []
+    assert records["a"] == ["b", "c", "d"] and clock.now == 500  # four a GPU: e after them; the teacher ends last
+    clock.now, gpu_of = 0.0, {}
+    jobs = [job("a"), job("teacher", alone=True), job("b")]
+    assert opd_stages.pool(ctx, jobs, "p") == [0] * 3
+    assert records["teacher"] == [] and records["a"] == [] and records["b"] == []
+    assert clock.now >= 100 + 500 + 100  # one after another: a, the teacher alone, then b
+
+
+def test_on_two_gpus_validation_trains_the_held_out_teacher_beside_the_sweeps_when_held_out_follows(tmp_path,
+                                                                                                 monkeypatch):
+    """A second machine with two GPUs and both parts: the RL-teacher arms are kept (committed), so validation needs
+    no teacher, but the held-out part does: it trains on a GPU of its own beside the reruns (its alone time limit),
+    and the held-out part keeps it. The student is made on the first GPU only."""
+    monkeypatch.setattr(opd_stages, "committed_runs", lambda part="validation": {
+        (arm, run) for arm, runs in (("opd-rl-mixed", ("lr2e-05_tau0.1", "lr2e-05_tau1.0", "lr5e-05_tau0.1",
+                                                       "lr5e-05_tau1.0")), ("opd-rl-pure", ("lr2e-05", "lr5e-05")),
+                                     ("teacher", ("rl-teacher",))) for run in runs})
+    monkeypatch.setattr(opd_stages, "_files", lambda ctx: (ROOT / "configs/gpu/smollm2", tmp_path / "work"))
+    envs: dict[str, dict | None] = {}
+    monkeypatch.setattr(opd_stages, "run", lambda ctx, name, limit, command, env=None: envs.update({name: env}) or 0)
+    pooled: list[opd_stages.Job] = []
+    monkeypatch.setattr(opd_stages, "pool", lambda ctx, js, part, done=None, gpus=("",): pooled.extend(js) or
+                        [0] * len(js))
+    monkeypatch.setattr("arc_experiments.gpu.runner.gpu_ids", lambda: ["0", "1"])
+    monkeypatch.delenv("CUDA_VISIBLE_DEVICES", raising=False)
+    ctx = Context(out=tmp_path / "out", work=tmp_path / "w", configs="configs/gpu/smollm2", slots=6)
+    assert opd_stages.opd_validation(ctx) == 0 and not any(j.name.startswith("opd-teacher") for j in pooled)
+    assert envs["opd-student"] == {"CUDA_VISIBLE_DEVICES": "0"}
+    pooled.clear()
+    ctx.stages = ("opd-validation", "opd-heldout")
+    assert opd_stages.opd_validation(ctx) == 0
+    teacher = pooled[0]
+    assert teacher.name == "opd-teacher-rl-teacher" and teacher.alone and len(pooled) == 1 + 4 + 2
+    lone = opd_stages._sweep_jobs(ROOT / "configs/gpu/smollm2/opd-teacher.yaml", "t", "teacher", alone=True)
+    assert teacher.limit_s == lone[0].limit_s
+    monkeypatch.setattr("arc_experiments.gpu.runner.gpu_ids", lambda: ["0"])  # one GPU: the teacher after the sweeps,
+    pooled.clear()                                                              # alone, in the held-out part
+    assert opd_stages.opd_validation(ctx) == 0 and not any(j.name.startswith("opd-teacher") for j in pooled)
+    assert envs["opd-student"] is None
