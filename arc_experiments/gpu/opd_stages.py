@@ -11,8 +11,9 @@ recipes, machine 2 ran the held-out arms from a student of its own), now split o
 
 Runs go `--slots` at a time on a GPU (default 2; each colocated vLLM with a fixed 6 GiB KV cache, a run ~10 GiB: six
 took 59.8 GiB of an H200), on every GPU of a machine with several (`pool_gpus`); a run that needs the teacher waits for
-it. In opd-heldout the teacher trains alone first, then the arms' runs in seed-major order (s0_* of every arm, then
-s1_*, s2_*), so each held-out run shares the GPU only with other arms' held-out runs (its record names them:
+it. In opd-heldout the teacher trains alone on a GPU (on one GPU first; on several, the arms that need no teacher start
+on the others meanwhile), the arms' runs in seed-major order (s0_* of every arm, then s1_*, s2_*), so each held-out
+run shares the GPU only with other arms' held-out runs (its record names them:
 `neighbours`) and its step times (`wall_s`) can be read against theirs. Each run is stopped at its time limit
 (opd_budget.LIMIT_FACTOR x its estimate; exit code 124) and the stage goes on.
 """
@@ -307,10 +308,9 @@ def opd_heldout(ctx: Context) -> int:
     arms = sorted(_sweep_jobs(configs / HELDOUT if ctx.dry_run else arms_file, "opd-heldout", "arms",
                               needs=teacher[0].name, slots=ctx.slots), key=lambda j: j.name)
     arms = [j for j in arms if ctx.seeds is None or j.seed in ctx.seeds]
-    # the teacher alone, then the arms: each held-out run beside other arms' held-out runs only (module docstring)
-    teacher_codes = pool(ctx, teacher, "heldout")
-    codes += teacher_codes + pool(ctx, arms, "heldout", done={j.name: c for j, c in zip(teacher, teacher_codes)},
-                                  gpus=pool_gpus(ctx))
+    # the teacher alone on a GPU (on one GPU: before every arm, the runs start in order), the arms beside other arms'
+    # held-out runs only (module docstring); on several GPUs the arms without a teacher start on the others meanwhile
+    codes += pool(ctx, teacher + arms, "heldout", gpus=pool_gpus(ctx))
     records = [PY, "-m", "arc_experiments.learning.opd_records", "write", str(work), "--part", "heldout", "--out",
                str(opd), "--teacher-run", teacher[0].run]
     codes.append(run(ctx, "opd-heldout-records", 300, records))

@@ -308,7 +308,7 @@ def test_on_two_gpus_the_stages_spread_the_runs_but_the_held_out_teacher_trains_
     (ctx.out / "opd" / "validation").mkdir(parents=True)
     assert opd_stages.opd_heldout(ctx) == 0 and opd_stages.opd_validation(ctx) == 0
     teacher = [gpus for name, gpus in pools if name.startswith("opd-teacher")]
-    assert teacher[0] == ("",) and teacher[1] == ("0", "1")  # held-out: alone on GPU 0; validation: in the pool
+    assert teacher == [("0", "1"), ("0", "1")]  # in the pool on both parts, on a GPU of its own (alone)
     assert [alone for name, alone in alones if name.startswith("opd-teacher")] == [True, True]  # a GPU to itself
     assert all(gpus == ("0", "1") for name, gpus in pools if not name.startswith("opd-teacher"))
     monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "2,3")  # a host that gave this process two of its GPUs
@@ -379,16 +379,20 @@ def test_with_more_slots_runs_with_a_fixed_kv_cache_start_together_and_their_lim
 
 def test_a_second_validation_machine_reruns_the_arms_with_a_lost_run_whole_and_the_choice_waits_for_them(
         tmp_path, monkeypatch, capsys):
-    """The validation of 2026-11-28 (one H200, its records copied here as they were committed): 3 runs died at start
-    (EADDRINUSE), of GRPO alone and the peer. Running the stage again runs those two arms' sweeps whole (6 runs, on the
-    new machine's student) and nothing else (no teacher: every RL-teacher run finished); the held-out choice refuses
-    until they are committed, then takes the committed records with the machine's new ones over them."""
+    """The validation of 2026-11-28 (one H200, its records as first committed: GRPO alone's and the peer's now under
+    opd/first_student): 3 runs died at start (EADDRINUSE), of GRPO alone and the peer. Running the stage again runs
+    those two arms' sweeps whole (6 runs, on the new machine's student) and nothing else (no teacher: every RL-teacher
+    run finished); the held-out choice refuses until they are committed, then takes the committed records with the
+    machine's new ones over them."""
     import shutil
 
     from arc_experiments.learning import opd_records
 
-    committed = tmp_path / "committed"
-    shutil.copytree(ROOT / "results/gpu_learning_smollm2/opd/validation", committed / "validation")
+    committed, opd = tmp_path / "committed", ROOT / "results/gpu_learning_smollm2/opd"
+    shutil.copytree(opd / "validation", committed / "validation")
+    for arm in ("grpo-only", "opd-peer"):
+        shutil.rmtree(committed / "validation" / arm)
+        shutil.copytree(opd / "first_student" / arm, committed / "validation" / arm)
     monkeypatch.setattr(opd_stages, "committed_folder", lambda: committed)
     groups = opd_records.read_records(committed)["validation"]
     lost = opd_records.lost_runs(groups)
