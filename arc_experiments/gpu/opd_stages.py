@@ -1,13 +1,14 @@
 """Issue 41's OPD experiment (configs/gpu/smollm2/opd-*.yaml, docs/opd.md "On a GPU"), first planned as two H100
 sessions of under 50 minutes, each from its own SFT student (as the committed SmolLM2 experiment: machine 1 chose the
-recipes, machine 2 ran the held-out arms from a student of its own), now split over one-H200 sessions (docs/opd.md):
+recipes, machine 2 ran the held-out arms from a student of its own), run on one H200 (validation, split over
+machines) and a pair of H200s (docs/opd.md):
 
 1. `opd-validation`: the student, the RL-trained teacher (opd-teacher.yaml), each arm's validation sweep; records
    under OUT/opd/validation (commit them into results/gpu_learning_smollm2/opd/validation before step 2); an arm whose
    committed sweep finished is kept, one with a lost run is run whole (its runs compared on one student);
-2. `opd-heldout`: the student, the teacher again, then each arm with its chosen recipe x 3 seeds (or `--seeds`) and
-   GRPO alone beside them on the held-out tasks; records under OUT/opd/heldout and the figures (OUT/opd/summary.json,
-   opd_report.py).
+2. `opd-heldout`: the student, the teacher again (kept if this machine's validation part trained it), each arm with its
+   chosen recipe x 3 seeds (or `--seeds`) and GRPO alone beside them on the held-out tasks; records under
+   OUT/opd/heldout and the figures (OUT/opd/summary.json, opd_report.py).
 
 Runs go `--slots` at a time on a GPU (default 2; each colocated vLLM with a fixed 6 GiB KV cache, a run ~10 GiB: six
 took 59.8 GiB of an H200), on every GPU of a machine with several (`pool_gpus`); a run that needs the teacher waits for
@@ -21,6 +22,7 @@ run shares the GPU only with other arms' held-out runs (its record names them:
 from __future__ import annotations
 
 import fnmatch
+import json
 import subprocess
 import time
 from dataclasses import dataclass
@@ -238,7 +240,9 @@ def opd_validation(ctx: Context) -> int:
     `--only`: some of them (validation_arms), e.g. on two machines whose time is short, `teacher,opd-rl-*` on one
     and `grpo-only,opd-peer` on the other. An arm whose committed runs all finished is kept; one with a lost run runs
     its whole sweep again (a choice compares runs of one student, and a new machine builds its own); the teacher
-    trains when asked for and not committed, or when an RL-teacher arm runs (its checkpoint is never committed)."""
+    trains when asked for and not committed, or when an RL-teacher arm runs (its checkpoint is never committed), or on
+    several GPUs when this machine's held-out part follows (`opd-heldout` among the command's stages): then on a GPU
+    of its own beside the sweeps, and its record is the held-out part's (`_file_under_heldout`)."""
     configs, work = _files(ctx)
     asked_teacher, arms = validation_arms(ctx.only)
     done = committed_runs()
@@ -253,15 +257,30 @@ def opd_validation(ctx: Context) -> int:
         print(f"   {arm}: kept (every run's committed record finished)", flush=True)
         del runs[arm]
     jobs = [j for arm_jobs in runs.values() for j in arm_jobs]
-    with_teacher = (any(j.needs for j in jobs) or (asked_teacher and (TEACHER_GROUP, teacher[0].run) not in done)
-                    or (several and "opd-heldout" in ctx.stages))
+    needed_here = any(j.needs for j in jobs) or (asked_teacher and (TEACHER_GROUP, teacher[0].run) not in done)
+    for_heldout = several and "opd-heldout" in ctx.stages and not needed_here
+    with_teacher = needed_here or for_heldout
     trained = [(configs / TEACHER, 1)] * with_teacher + [(sweeps[arm], len(js)) for arm, js in runs.items()]
     _print_estimate(ctx, "opd-validation", trained, commands=len(trained) + 1)
     codes = [_student(ctx)] + [_configs(ctx, f, f"{f.stem}-configs") for f, _ in trained]
     codes += pool(ctx, teacher * with_teacher + jobs, "validation", gpus=pool_gpus(ctx))
     records = [PY, "-m", "arc_experiments.learning.opd_records", "write", str(work), "--part",
                "validation", "--out", str(ctx.out / "opd")]
-    return failed(*codes, run(ctx, "opd-validation-records", 300, records))
+    codes.append(run(ctx, "opd-validation-records", 300, records))
+    if for_heldout and not ctx.dry_run:
+        _file_under_heldout(ctx.out / "opd", teacher[0].run, teacher_record_name(ctx.seeds))
+    return failed(*codes)
+
+
+def _file_under_heldout(opd: Path, run: str, name: str) -> None:
+    """Move the teacher's validation record (OPD/validation/teacher/RUN.json) to the held-out part as NAME: a teacher
+    trained only for the held-out part, whose record over the committed validation teacher's would change the
+    validation figures (its student is another machine's)."""
+    source = opd / "validation" / TEACHER_GROUP / f"{run}.json"
+    if source.exists():
+        record = {**json.loads(source.read_text()), "run": name}
+        save_record(record, opd, "heldout")
+        source.unlink()
 
 
 def merged_records(here: Path, into: Path, dry_run: bool = False) -> Path:
@@ -280,9 +299,10 @@ def merged_records(here: Path, into: Path, dry_run: bool = False) -> Path:
 
 
 def opd_heldout(ctx: Context) -> int:
-    """Issue 41's held-out part: the student, the RL-trained teacher again (alone on the GPU), then each arm with its
-    validation-chosen recipe x 3 seeds (`--seeds`: some, the others on another machine) and GRPO alone beside them on
-    the held-out tasks, `--slots` at a time on each GPU in seed-major order, the records and the figures (OUT/opd)."""
+    """Issue 41's held-out part: the student, the RL-trained teacher again (alone on a GPU; kept if trained already on
+    this machine), each arm with its validation-chosen recipe x 3 seeds (`--seeds`: some, the others on another
+    machine) and GRPO alone beside them on the held-out tasks, `--slots` at a time on each GPU in seed-major order (the
+    RL-teacher arms once the teacher has finished), the records and the figures (OUT/opd)."""
     configs, work = _files(ctx)
     template = yaml.safe_load((configs / HELDOUT).read_text())
     seeds = template["grid"]["seed"]

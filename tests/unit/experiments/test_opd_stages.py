@@ -471,7 +471,8 @@ def test_on_two_gpus_validation_trains_the_held_out_teacher_beside_the_sweeps_wh
                                                                                                  monkeypatch):
     """A second machine with two GPUs and both parts: the RL-teacher arms are kept (committed), so validation needs
     no teacher, but the held-out part does: it trains on a GPU of its own beside the reruns (its alone time limit),
-    and the held-out part keeps it. The student is made on the first GPU only."""
+    and its record goes to the held-out part (not over the committed validation teacher's). The student is made on
+    the first GPU only."""
     monkeypatch.setattr(opd_stages, "committed_runs", lambda part="validation": {
         (arm, run) for arm, runs in (("opd-rl-mixed", ("lr2e-05_tau0.1", "lr2e-05_tau1.0", "lr5e-05_tau0.1",
                                                        "lr5e-05_tau1.0")), ("opd-rl-pure", ("lr2e-05", "lr5e-05")),
@@ -489,7 +490,13 @@ def test_on_two_gpus_validation_trains_the_held_out_teacher_beside_the_sweeps_wh
     assert envs["opd-student"] == {"CUDA_VISIBLE_DEVICES": "0"}
     pooled.clear()
     ctx.stages = ("opd-validation", "opd-heldout")
+    save_record({"run": "rl-teacher", "group": "teacher", "passes": {"0": {}}, "exit_code": 0, "neighbours": []},
+                ctx.out / "opd", "validation")  # as the pool and the records command leave it
     assert opd_stages.opd_validation(ctx) == 0
+    opd = ctx.out / "opd"
+    assert not (opd / "validation" / "teacher" / "rl-teacher.json").exists()
+    assert json.loads((opd / "heldout" / "teacher" / "rl-teacher.json").read_text()) == {
+        "run": "rl-teacher", "group": "teacher", "passes": {"0": {}}, "exit_code": 0, "neighbours": []}
     teacher = pooled[0]
     assert teacher.name == "opd-teacher-rl-teacher" and teacher.alone and len(pooled) == 1 + 4 + 2
     lone = opd_stages._sweep_jobs(ROOT / "configs/gpu/smollm2/opd-teacher.yaml", "t", "teacher", alone=True)
@@ -498,3 +505,53 @@ def test_on_two_gpus_validation_trains_the_held_out_teacher_beside_the_sweeps_wh
     pooled.clear()                                                              # alone, in the held-out part
     assert opd_stages.opd_validation(ctx) == 0 and not any(j.name.startswith("opd-teacher") for j in pooled)
     assert envs["opd-student"] is None
+
+
+def test_heldout_on_two_gpus_runs_the_arms_without_a_teacher_beside_it_and_the_rl_arms_after(tmp_path, monkeypatch):
+    """--slots 3 on two GPUs: the teacher alone on GPU 0 (700 s); GRPO alone and the peer (3 seeds each, 300 s) three
+    at a time on GPU 1 meanwhile; the RL-teacher arms once the teacher has finished, three a GPU; no run ever beside
+    the teacher. A teacher kept from an earlier stage (its run_summary.json) lets the RL arms start at once."""
+    clock, starts, on_gpu, records = _Clock(), {}, {"0": set(), "1": set()}, {}
+    configs, work = ROOT / "configs" / "gpu" / "smollm2", tmp_path / "work"
+
+    def fake_start(ctx, name, command, env=None):
+        gpu = env["CUDA_VISIBLE_DEVICES"]
+        on_gpu[gpu].add(name)
+        assert len(on_gpu[gpu]) <= 3, on_gpu
+        starts[name] = (clock.now, gpu)
+        return _Timed(clock, 700 if "teacher" in name else 300, lambda: on_gpu[gpu].discard(name))
+
+    def fake_run(ctx, name, limit, command, env=None):
+        if name == "opd-arms-file":
+            work.mkdir(parents=True, exist_ok=True)
+            shutil.copy(configs / "opd-heldout.yaml", command[command.index("--out") + 1])
+        return 0
+
+    monkeypatch.setattr(opd_stages, "start", fake_start)
+    monkeypatch.setattr(opd_stages, "first_step", lambda log, process: None)
+    monkeypatch.setattr(opd_stages, "_record", lambda ctx, job, part, code, beside: records.update({job.name: beside}))
+    monkeypatch.setattr(opd_stages, "time", clock)
+    monkeypatch.setattr(opd_stages, "_files", lambda ctx: (configs, work))
+    monkeypatch.setattr(opd_stages, "run", fake_run)
+    monkeypatch.setattr("arc_experiments.gpu.runner.gpu_ids", lambda: ["0", "1"])
+    monkeypatch.delenv("CUDA_VISIBLE_DEVICES", raising=False)
+    ctx = Context(out=tmp_path / "out", work=tmp_path / "w", configs="configs/gpu/smollm2", slots=3)
+    (ctx.out / "opd" / "validation").mkdir(parents=True)
+    assert opd_stages.opd_heldout(ctx) == 0
+    teacher = starts.pop("opd-teacher-rl-teacher")
+    assert teacher == (0.0, "0") and records["opd-teacher-rl-teacher"] == []
+    rl = {n: v for n, v in starts.items() if "opd-rl" in n}
+    others = {n: v for n, v in starts.items() if "opd-rl" not in n}
+    assert len(rl) == len(others) == 6 and {gpu for _, gpu in others.values()} == {"1"}
+    assert sorted(t for t, _ in others.values()) == [0, 0, 0, 300, 300, 300]
+    assert all(t >= 700 for t, _ in rl.values()) and {gpu for _, gpu in rl.values()} == {"0", "1"}
+    assert not any("teacher" in n for beside in records.values() for n in beside)
+    # a kept teacher: the RL arms need not wait
+    kept = tmp_path / "kept"
+    kept.mkdir()
+    (kept / "run_summary.json").write_text("{}")
+    clock.now, starts = 0.0, {}
+    jobs = [opd_stages.Job("t", "t", kept / "config.yaml", kept, "teacher", "rl-teacher", alone=True),
+            opd_stages.Job("rl", "rl", tmp_path / "rl.yaml", tmp_path / "rl", "arms", "opd-rl-pure", ("t",))]
+    assert opd_stages.pool(ctx, jobs, "heldout", gpus=("0", "1")) == [0, 0]
+    assert list(starts) == ["rl"] and starts["rl"][0] == 0
