@@ -23,9 +23,10 @@ from __future__ import annotations
 
 import fnmatch
 import json
+import shutil
 import subprocess
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 import yaml
@@ -94,19 +95,17 @@ def _fixed_kv_cache(job: Job) -> bool:
     return bool(job.config.exists() and (yaml.safe_load(job.config.read_text()) or {}).get("vllm_kv_cache_memory_gib"))
 
 
-def pool(ctx: Context, jobs: list[Job], part: str, done: dict[str, int] | None = None,
-         gpus: tuple[str, ...] = ("",)) -> list[int]:
-    """Run `jobs` ctx.slots at a time on each of `gpus` in their order, each once its needs (jobs here, or earlier ones
-    with their exit codes in `done`) have finished (a job whose need failed is skipped, exit code 2; one finished on an
-    earlier call is kept), each stopped at its `limit_s` (`stop`: exit code 124), each ended one's record written at
-    once with its exit code and its neighbours (the runs that shared its GPU at some point). `gpus`: ("",) for the one
-    GPU of the process's environment, else nvidia-smi's numbers, a job on the GPU with the fewest running
-    (CUDA_VISIBLE_DEVICES); jobs start in their order (`_free_gpu`: an `alone` job waits for an empty GPU and keeps
-    it to itself). A job starts once the GPU's newest run has logged a step (its vLLM memory taken, vLLM's compile
-    cache written), except on a GPU whose first run has logged one when the job and every run on the GPU fix their KV
-    cache: it starts at once (no memory profile to race; the cache is warm)."""
-    codes: dict[str, int] = dict(done or {})
-    codes.update({j.name: 0 for j in jobs if (j.output_dir / "run_summary.json").exists() and not ctx.dry_run})
+def pool(ctx: Context, jobs: list[Job], part: str, gpus: tuple[str, ...] = ("",)) -> list[int]:
+    """Run `jobs` ctx.slots at a time on each of `gpus` in their order, each once the jobs it needs have finished (a job
+    whose need failed is skipped, exit code 2; one finished on an earlier call is kept), each stopped at its
+    `limit_s` (`stop`: exit code 124), each ended one's record written at once with its exit code and its neighbours
+    (the runs that shared its GPU at some point). `gpus`: ("",) for the one GPU of the process's environment, else
+    nvidia-smi's numbers, a job on the GPU with the fewest running (CUDA_VISIBLE_DEVICES); jobs start in their order
+    (`_free_gpu`: an `alone` job waits for an empty GPU and keeps it to itself). A job starts once the GPU's newest
+    run has logged a step (its vLLM memory taken, vLLM's compile cache written), except on a GPU whose first run has
+    logged one when the job and every run on the GPU fix their KV cache: it starts at once (no memory profile to
+    race; the cache is warm)."""
+    codes = {j.name: 0 for j in jobs if (j.output_dir / "run_summary.json").exists() and not ctx.dry_run}
     pending = [j for j in jobs if j.name not in codes]
     running: dict[str, tuple[Job, subprocess.Popen | None, float, str]] = {}
     beside: dict[str, list[str]] = {}
@@ -157,8 +156,8 @@ def pool(ctx: Context, jobs: list[Job], part: str, done: dict[str, int] | None =
 
 
 def _free_gpu(job: Job, load: dict[str, list], slots: int) -> str | None:
-    """The GPU `job` starts on now (`load`: GPU -> its running entries, job first): the least loaded of those with a
-    free slot and no `alone` run, and for an `alone` job an empty one; None: none yet."""
+    """The GPU `job` starts on now (`load`: GPU -> its running (job, process, start, GPU) entries): the least loaded
+    of those with a free slot and no `alone` run, and for an `alone` job an empty one; None: none yet."""
     free = [g for g, entries in load.items() if len(entries) < slots and not any(e[0].alone for e in entries)
             and not (job.alone and entries)]
     return min(free, key=lambda g: len(load[g])) if free else None
@@ -192,8 +191,6 @@ def _print_estimate(ctx: Context, title: str, files: list[tuple[Path, int]], com
                     alone: tuple[Path, ...] = ()) -> None:
     """The stage's estimate on one H100 (opd_budget's calibration: two runs a GPU): `alone`'s runs each alone on the
     GPU, `files`' runs (a sweep file and how many of its runs run here) two at a time."""
-    from dataclasses import replace
-
     cal = calibration(ROOT)
     parts = [("student", cal.student_s)] + [(f"{f.stem} alone", cal.alone(run_cost(f, ROOT))) for f in alone]
     parts += [(f.stem, cal.runs(replace(run_cost(f, ROOT), runs=n))) for f, n in files if n]
@@ -248,7 +245,8 @@ def opd_validation(ctx: Context) -> int:
     done = committed_runs()
     # on several GPUs the teacher has one to itself, and trains here too when this machine's held-out part follows
     # (it needs one): beside the sweeps on the other GPUs instead of after them
-    several = len(pool_gpus(ctx)) > 1
+    gpus = pool_gpus(ctx)
+    several = len(gpus) > 1
     teacher = _sweep_jobs(configs / TEACHER, "opd-teacher", TEACHER_GROUP, "rl-teacher", alone=several,
                           slots=ctx.slots)
     sweeps = {arm: configs / f"opd-sweep-{arm}.yaml" for arm in arms}
@@ -263,7 +261,7 @@ def opd_validation(ctx: Context) -> int:
     trained = [(configs / TEACHER, 1)] * with_teacher + [(sweeps[arm], len(js)) for arm, js in runs.items()]
     _print_estimate(ctx, "opd-validation", trained, commands=len(trained) + 1)
     codes = [_student(ctx)] + [_configs(ctx, f, f"{f.stem}-configs") for f, _ in trained]
-    codes += pool(ctx, teacher * with_teacher + jobs, "validation", gpus=pool_gpus(ctx))
+    codes += pool(ctx, teacher * with_teacher + jobs, "validation", gpus=gpus)
     records = [PY, "-m", "arc_experiments.learning.opd_records", "write", str(work), "--part",
                "validation", "--out", str(ctx.out / "opd")]
     codes.append(run(ctx, "opd-validation-records", 300, records))
@@ -287,8 +285,6 @@ def merged_records(here: Path, into: Path, dry_run: bool = False) -> Path:
     """A part's records as the figures read them: the committed ones (COMMITTED/PART, PART = `here`'s name), those of
     this machine (`here`: e.g. validation runs a first machine lost, held-out seeds another machine did not run) over
     them, copied into `into` (emptied first)."""
-    import shutil
-
     if not dry_run:
         shutil.rmtree(into, ignore_errors=True)
         into.mkdir(parents=True)
