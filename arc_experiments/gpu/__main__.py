@@ -28,7 +28,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--seeds", type=lambda text: tuple(int(s) for s in text.split(",")),
                         help="fp8-learning*, opd-heldout: only these seeds, comma-separated (e.g. 0,1)")
     parser.add_argument("--only", help="pieces / teachers / seedpair: the experiment's stages (shell patterns); "
-                        "multigpu: its phases (A,B,...); opd-validation: teacher and arms (e.g. teacher,opd-rl-*)")
+                        "multigpu: its phases (A,B,...); opd-validation: teacher and arms (e.g. teacher,opd-rl-*); "
+                        "opd-heldout: arms (e.g. grpo-only,opd-peer)")
     parser.add_argument("--steps", type=int, help="optimizer steps of the measuring runs (each stage has a default)")
     parser.add_argument(
         "--limit", type=int, default=570, help="seconds for a stage's main command (default %(default)s)"

@@ -208,12 +208,18 @@ def validation_arms(only: str | None) -> tuple[bool, list[str]]:
     """Whether opd-validation was asked for the teacher itself (its student-teacher gap), and which arms' sweeps it
     runs: all, or those `only` names (comma-separated shell patterns over `teacher` and the arms), so that the stage
     can be split over machines (docs/opd.md). An RL-teacher arm's runs train the teacher first whether asked or not."""
+    return asked_arms(only, "opd-validation")
+
+
+def asked_arms(only: str | None, stage: str) -> tuple[bool, list[str]]:
+    """(teacher asked for, arms asked for) of `--only`'s comma-separated shell patterns over `teacher` and the arms;
+    none: everything. A pattern that matches nothing is an error naming the stage."""
     if not only:
         return True, list(VALIDATION_ORDER)
     patterns = [p.strip() for p in only.split(",") if p.strip()]
     unknown = [p for p in patterns if not fnmatch.filter((TEACHER_GROUP, *VALIDATION_ORDER), p)]
     if unknown:
-        raise SystemExit(f"opd-validation --only {only!r}: {unknown} match none of "
+        raise SystemExit(f"{stage} --only {only!r}: {unknown} match none of "
                          f"{', '.join((TEACHER_GROUP, *VALIDATION_ORDER))}")
     arms = [a for a in VALIDATION_ORDER if any(fnmatch.fnmatch(a, p) for p in patterns)]
     return any(fnmatch.fnmatch(TEACHER_GROUP, p) for p in patterns), arms
@@ -300,6 +306,7 @@ def opd_heldout(ctx: Context) -> int:
     machine) and GRPO alone beside them on the held-out tasks, `--slots` at a time on each GPU in seed-major order (the
     RL-teacher arms once the teacher has finished), the records and the figures (OUT/opd)."""
     configs, work = _files(ctx)
+    asked = asked_arms(ctx.only, "opd-heldout")[1]  # --only: some arms, e.g. when the session's time is short
     template = yaml.safe_load((configs / HELDOUT).read_text())
     seeds = template["grid"]["seed"]
     unknown = sorted(set(ctx.seeds or ()) - set(seeds))
@@ -324,11 +331,13 @@ def opd_heldout(ctx: Context) -> int:
     arms = sorted(_sweep_jobs(configs / HELDOUT if ctx.dry_run else arms_file, "opd-heldout", "arms",
                               needs=teacher[0].name, slots=ctx.slots), key=lambda j: j.name)
     arms = [j for j in arms if ctx.seeds is None or j.seed in ctx.seeds]
+    arms = [j for j in arms if j.arm in asked]  # the teacher trains when an asked arm needs it
+    teacher = teacher if any(j.needs for j in arms) else []
     # the teacher alone on a GPU (on one GPU: before every arm, the runs start in order), the arms beside other arms'
     # held-out runs only (module docstring); on several GPUs the arms without a teacher start on the others meanwhile
     codes += pool(ctx, teacher + arms, "heldout", gpus=pool_gpus(ctx))
     records = [PY, "-m", "arc_experiments.learning.opd_records", "write", str(work), "--part", "heldout", "--out",
-               str(opd), "--teacher-run", teacher[0].run]
+               str(opd), "--teacher-run", teacher_record_name(ctx.seeds)]
     codes.append(run(ctx, "opd-heldout-records", 300, records))
     merged_records(opd / "heldout", report / "heldout", ctx.dry_run)
     codes.append(run(ctx, "opd-report", 300, [PY, "-m", "arc_experiments.learning.opd_report", str(report),

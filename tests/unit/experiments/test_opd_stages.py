@@ -436,6 +436,22 @@ def test_heldout_seeds_can_be_split_over_machines_each_with_its_own_teacher_reco
         opd_stages.opd_heldout(Context(out=tmp_path / "o", configs="configs/gpu/smollm2", seeds=(1, 3), dry_run=True))
 
 
+def test_heldout_only_some_arms_runs_those_and_the_teacher_only_when_an_asked_arm_needs_it(tmp_path, capsys):
+    assert main(["opd-heldout", "--dry-run", "--configs", "configs/gpu/smollm2", "--out", str(tmp_path / "o"),
+                 "--only", "grpo-only,opd-peer", "--slots", "3"]) == 0
+    runs = [r.rsplit("/", 1)[1] for r in _trained([line for line in capsys.readouterr().out.splitlines()
+                                                    if line.startswith("== ")])]
+    assert runs == [f"s{s}_{arm}" for s in (0, 1, 2) for arm in ("grpo-only", "opd-peer")]
+    assert main(["opd-heldout", "--dry-run", "--configs", "configs/gpu/smollm2", "--out", str(tmp_path / "o"),
+                 "--only", "opd-rl-pure", "--seeds", "0"]) == 0
+    runs = [r.rsplit("/", 1)[1] for r in _trained([line for line in capsys.readouterr().out.splitlines()
+                                                    if line.startswith("== ")])]
+    assert runs == ["rl-teacher", "s0_opd-rl-pure"]
+    assert main(["opd-heldout", "--dry-run", "--configs", "configs/gpu/smollm2", "--out", str(tmp_path / "o"),
+                 "--only", "grpo"]) != 0
+    assert "opd-heldout --only 'grpo': ['grpo'] match none of teacher, opd-peer" in capsys.readouterr().err
+
+
 def test_an_alone_job_takes_an_empty_gpu_and_keeps_it_while_the_others_share_the_rest(tmp_path, monkeypatch):
     """On two GPUs the teacher (alone) gets GPU 0 to itself and four runs share GPU 1; on one GPU an alone job waits
     for the GPU to empty, and the jobs after it wait for it (jobs start in order: it is never starved)."""
