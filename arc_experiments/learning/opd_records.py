@@ -88,10 +88,14 @@ def sweep_records(sweep_dir: Path, group: str, arm: str | None = None,
     manifest = json.loads((sweep_dir / "sweep_manifest.json").read_text())
     records = []
     for run in manifest["runs"]:
-        if keep is not None and not keep(run["name"], Path(run["output_dir"])):
+        output_dir, config_path = Path(run["output_dir"]), Path(run["config"])
+        copied = sweep_dir / run["name"]  # the run's folder in a copied sweep (e.g. a lost machine's, unpacked here)
+        if not output_dir.is_dir() and copied.is_dir():
+            output_dir, config_path = copied, copied / config_path.name
+        if keep is not None and not keep(run["name"], output_dir):
             continue
-        config = yaml.safe_load(Path(run["config"]).read_text())
-        records.append(run_record(run["name"], group, arm or run["variant"], config, Path(run["output_dir"])))
+        config = yaml.safe_load(config_path.read_text())
+        records.append(run_record(run["name"], group, arm or run["variant"], config, output_dir))
     return records
 
 
@@ -179,6 +183,30 @@ def choose(records: dict[str, dict[str, Any]]) -> dict[str, Any]:
             "ranking": [{"run": n, "step": s, "pass1": -v} for v, s, n in ranking]}
 
 
+def show_lines(folder: Path) -> list[str]:
+    """A records folder as a table: each run's end (finished, exit code), mean pass@1 (%) at each evaluated step, its
+    mean teacher_kl (nats a token) and teacher-missing fraction over the steps that logged them, its seconds."""
+
+    def mean(values: list[Any]) -> str:
+        values = [v for v in values if v is not None]
+        return f"{sum(values) / len(values):.4f}" if values else "-"
+
+    lines = [f"{'part/group/run':36s} {'end':8s} {'pass@1 % by step':32s} {'teacher_kl':>10s} {'missing':>7s} "
+             f"{'seconds':>7s}"]
+    for part, groups in read_records(folder).items():
+        for group, runs in groups.items():
+            for name, r in runs.items():
+                end = ("done" if r.get("finished") else "cut") + (f" {r['exit_code']}" if "exit_code" in r else "")
+                steps = "  ".join(f"{step}: {100 * sum(pass1(r, int(step)).values()) / len(r['passes'][step]):.1f}"
+                                  for step in sorted(r["passes"], key=int))
+                per_step = r.get("per_step", {})
+                lines.append(f"{part + '/' + group + '/' + name:36s} {end:8s} {steps:32s} "
+                             f"{mean(per_step.get('teacher_kl', [])):>10s} "
+                             f"{mean(per_step.get('teacher_missing_episode_frac', [])):>7s} "
+                             f"{r.get('seconds') or '-':>7}")
+    return lines
+
+
 def arms_file(template: Path, choices: dict[str, dict[str, Any]], out: Path) -> dict[str, Any]:
     """The held-out runs' sweep file: `template` with each arm's chosen learning rate and teacher_tau (SystemExit
     naming an arm of the template without a choice)."""
@@ -202,11 +230,17 @@ def main(argv: list[str] | None = None) -> int:
     write.add_argument("--part", choices=PARTS, required=True)
     write.add_argument("--out", type=Path, required=True)
     write.add_argument("--teacher-run", help="the teacher's record name (default: its run's, rl-teacher)")
+    show = sub.add_parser("show", help="a records folder as a table (pass@1 by step, teacher figures)")
+    show.add_argument("folder", type=Path, help="holds PART/GROUP/RUN.json, e.g. results/gpu_learning_smollm2/opd")
     arms = sub.add_parser("arms-file", help="the held-out runs' sweep file from the validation records' choices")
     arms.add_argument("--validation", type=Path, required=True, help="the validation records (PART folder)")
     arms.add_argument("--template", type=Path, required=True)
     arms.add_argument("--out", type=Path, required=True)
     args = parser.parse_args(argv)
+    if args.command == "show":
+        lines = show_lines(args.folder)
+        print("\n".join(lines) if len(lines) > 1 else f"{args.folder}: no records (PART/GROUP/RUN.json)")
+        return 0 if len(lines) > 1 else 1
     if args.command == "write":
         written = write_records(args.work, args.part, args.out, args.teacher_run)
         print(f"{len(written)} records under {args.out / args.part}")

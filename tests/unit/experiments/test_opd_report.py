@@ -170,6 +170,10 @@ def test_records_from_a_runs_files_and_the_heldout_sweep_file_from_the_choices(t
     assert record["passes"] == {"20": {tasks[0].id: 2, tasks[1].id: 0, tasks[2].id: 0}}
     assert record["incomplete_steps"] == [40] and record["arm"] == "opd-peer" and not record["finished"]
     assert record["per_step"]["step_s"] == [3.0, 4.0] and record["per_step"]["teacher_kl"] == [0.5, None]
+    # a lost machine's work, unpacked elsewhere (the manifest's paths are the machine's): the same record
+    (tmp_path / "work").rename(tmp_path / "unpacked")
+    moved = opd_records.write_records(tmp_path / "unpacked", "validation", tmp_path / "opd-moved")
+    assert [json.loads(p.read_text()) for p in moved] == [record]
 
     _experiment(tmp_path / "records")
     choices = {arm: opd_records.choose(runs) for arm, runs in
@@ -274,3 +278,15 @@ def test_the_write_command_names_the_teacher_record_and_logs_arms_without_an_eva
     assert record["run"] == "rl-teacher-s1-2" and record["exit_code"] == 0 and record["finished"] is False
     assert opd_records.main(["write", str(tmp_path / "work"), "--part", "validation", "--out", str(opd)]) == 0
     assert "opd-rl-pure   no evaluated run here" in capsys.readouterr().out
+
+
+def test_show_prints_each_runs_pass1_by_step_and_its_teacher_figures(tmp_path, capsys):
+    _experiment(tmp_path)
+    assert opd_records.main(["show", str(tmp_path)]) == 0
+    rows = {line.split()[0]: line.split()[1:] for line in capsys.readouterr().out.splitlines()[1:]}
+    # s1_opd-peer: step 0 (1, 0, 0, 0) of 4 -> 1/16; step 40 (4, 2, 2, 2) -> 10/16; teacher_kl [0.2]; missing [0.7]
+    assert rows["heldout/arms/s1_opd-peer"] == ["done", "0:", "6.2", "20:", "6.2", "40:", "62.5", "0.2000", "0.7000",
+                                               "1.0"]
+    assert rows["heldout/arms/s1_grpo-only"][-3:] == ["-", "-", "1.0"]  # no teacher term logged
+    assert len(rows) == 14  # 5 validation records, 9 held-out
+    assert opd_records.main(["show", str(tmp_path / "none")]) == 1
