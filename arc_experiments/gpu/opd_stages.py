@@ -307,13 +307,17 @@ def opd_heldout(ctx: Context) -> int:
     RL-teacher arms once the teacher has finished), the records and the figures (OUT/opd)."""
     configs, work = _files(ctx)
     asked = asked_arms(ctx.only, "opd-heldout")[1]  # --only: some arms, e.g. when the session's time is short
+    if not asked:  # the teacher alone: its record is validation's (opd-validation --only teacher)
+        raise SystemExit(f"opd-heldout --only {ctx.only!r}: no arm asked for; the teacher trains here only for the "
+                         f"RL-teacher arms ({', '.join(RL_ARMS)})")
     template = yaml.safe_load((configs / HELDOUT).read_text())
     seeds = template["grid"]["seed"]
     unknown = sorted(set(ctx.seeds or ()) - set(seeds))
     if unknown:
         raise SystemExit(f"opd-heldout --seeds: {unknown} not in {configs / HELDOUT}'s seeds {seeds}")
-    _print_estimate(ctx, "opd-heldout", [(configs / HELDOUT, len(template["variants"]) * len(ctx.seeds or seeds))],
-                    commands=4, alone=(configs / TEACHER,))
+    runs = sum(v["name"] in asked for v in template["variants"]) * len(ctx.seeds or seeds)
+    _print_estimate(ctx, "opd-heldout", [(configs / HELDOUT, runs)], commands=4,
+                    alone=(configs / TEACHER,) * any(arm in RL_ARMS for arm in asked))
     opd, report = ctx.out / "opd", work / "choices"  # the report reads both parts, committed and this machine's
     choices = merged_records(opd / "validation", report / "validation", ctx.dry_run)
     arms_file = work / "heldout.yaml"

@@ -89,8 +89,10 @@ def sweep_records(sweep_dir: Path, group: str, arm: str | None = None,
     records = []
     for run in manifest["runs"]:
         output_dir, config_path = Path(run["output_dir"]), Path(run["config"])
-        copied = sweep_dir / run["name"]  # the run's folder in a copied sweep (e.g. a lost machine's, unpacked here)
-        if not output_dir.is_dir() and copied.is_dir():
+        # the run's folder in a copied sweep (e.g. a lost machine's work, unpacked here) wins where the run trained in
+        # it: the manifest's path may hold another machine's older tree
+        copied = sweep_dir / run["name"]
+        if copied != output_dir and (ran_here(copied) or not output_dir.is_dir() and copied.is_dir()):
             output_dir, config_path = copied, copied / config_path.name
         if keep is not None and not keep(run["name"], output_dir):
             continue
@@ -191,20 +193,21 @@ def show_lines(folder: Path) -> list[str]:
         values = [v for v in values if v is not None]
         return f"{sum(values) / len(values):.4f}" if values else "-"
 
-    lines = [f"{'part/group/run':36s} {'end':8s} {'pass@1 % by step':32s} {'teacher_kl':>10s} {'missing':>7s} "
-             f"{'seconds':>7s}"]
+    rows = []
     for part, groups in read_records(folder).items():
         for group, runs in groups.items():
             for name, r in runs.items():
-                end = ("done" if r.get("finished") else "cut") + (f" {r['exit_code']}" if "exit_code" in r else "")
-                steps = "  ".join(f"{step}: {100 * sum(pass1(r, int(step)).values()) / len(r['passes'][step]):.1f}"
-                                  for step in sorted(r["passes"], key=int))
+                end = ("done" if r.get("finished") else "cut") + (
+                    f" {r['exit_code']}" if r.get("exit_code") is not None else "")
+                passes = {step: tasks for step, tasks in r.get("passes", {}).items() if tasks}
+                steps = "  ".join(f"{step}: {100 * sum(pass1(r, int(step)).values()) / len(passes[step]):.1f}"
+                                  for step in sorted(passes, key=int))
                 per_step = r.get("per_step", {})
-                lines.append(f"{part + '/' + group + '/' + name:36s} {end:8s} {steps:32s} "
-                             f"{mean(per_step.get('teacher_kl', [])):>10s} "
-                             f"{mean(per_step.get('teacher_missing_episode_frac', [])):>7s} "
-                             f"{r.get('seconds') or '-':>7}")
-    return lines
+                rows.append((f"{part}/{group}/{name}", end, steps or "-", mean(per_step.get("teacher_kl", [])),
+                             mean(per_step.get("teacher_missing_episode_frac", [])), f"{r.get('seconds') or '-'}"))
+    width = max([len("part/group/run")] + [len(row[0]) for row in rows])
+    header = ("part/group/run", "end", "pass@1 % by step", "teacher_kl", "missing", "seconds")
+    return [f"{a:{width}s} {b:8s} {c:32s} {d:>10s} {e:>7s} {f:>7s}" for a, b, c, d, e, f in [header, *rows]]
 
 
 def arms_file(template: Path, choices: dict[str, dict[str, Any]], out: Path) -> dict[str, Any]:

@@ -174,6 +174,11 @@ def test_records_from_a_runs_files_and_the_heldout_sweep_file_from_the_choices(t
     (tmp_path / "work").rename(tmp_path / "unpacked")
     moved = opd_records.write_records(tmp_path / "unpacked", "validation", tmp_path / "opd-moved")
     assert [json.loads(p.read_text()) for p in moved] == [record]
+    # ... also where the manifest's path holds another (older) tree: the copied run's files win
+    (out / "eval_arc").mkdir(parents=True)
+    (out / "config.yaml").write_text(yaml.safe_dump({**config, "learning_rate": 9.0}))
+    moved = opd_records.write_records(tmp_path / "unpacked", "validation", tmp_path / "opd-stale")
+    assert [json.loads(p.read_text()) for p in moved] == [record]
 
     _experiment(tmp_path / "records")
     choices = {arm: opd_records.choose(runs) for arm, runs in
@@ -289,4 +294,12 @@ def test_show_prints_each_runs_pass1_by_step_and_its_teacher_figures(tmp_path, c
                                                "1.0"]
     assert rows["heldout/arms/s1_grpo-only"][-3:] == ["-", "-", "1.0"]  # no teacher term logged
     assert len(rows) == 14  # 5 validation records, 9 held-out
+    # a run cut before its first evaluation, steps without a teacher figure (None), no exit code from the queue
+    _record(tmp_path, "heldout", "arms", "s3_opd-peer", "opd-peer", {}, teacher_kl=[None, 0.3, 0.1])
+    record = json.loads((tmp_path / "heldout" / "arms" / "s3_opd-peer.json").read_text())
+    (tmp_path / "heldout" / "arms" / "s3_opd-peer.json").write_text(json.dumps({**record, "finished": False,
+                                                                             "exit_code": None}))
+    assert opd_records.main(["show", str(tmp_path)]) == 0
+    rows = {line.split()[0]: line.split()[1:] for line in capsys.readouterr().out.splitlines()[1:]}
+    assert rows["heldout/arms/s3_opd-peer"] == ["cut", "-", "0.2000", "-", "1.0"]
     assert opd_records.main(["show", str(tmp_path / "none")]) == 1

@@ -439,9 +439,14 @@ def test_heldout_seeds_can_be_split_over_machines_each_with_its_own_teacher_reco
 def test_heldout_only_some_arms_runs_those_and_the_teacher_only_when_an_asked_arm_needs_it(tmp_path, capsys):
     assert main(["opd-heldout", "--dry-run", "--configs", "configs/gpu/smollm2", "--out", str(tmp_path / "o"),
                  "--only", "grpo-only,opd-peer", "--slots", "3"]) == 0
-    runs = [r.rsplit("/", 1)[1] for r in _trained([line for line in capsys.readouterr().out.splitlines()
-                                                    if line.startswith("== ")])]
+    out = capsys.readouterr().out
+    runs = [r.rsplit("/", 1)[1] for r in _trained([line for line in out.splitlines() if line.startswith("== ")])]
     assert runs == [f"s{s}_{arm}" for s in (0, 1, 2) for arm in ("grpo-only", "opd-peer")]
+    estimate = next(line for line in out.splitlines() if "estimate opd-heldout: student" in line)
+    assert "alone" not in estimate  # the estimate counts the asked arms' six runs, no teacher
+    assert main(["opd-heldout", "--dry-run", "--configs", "configs/gpu/smollm2", "--out", str(tmp_path / "o"),
+                 "--only", "teacher"]) != 0
+    assert "no arm asked for" in capsys.readouterr().err
     assert main(["opd-heldout", "--dry-run", "--configs", "configs/gpu/smollm2", "--out", str(tmp_path / "o"),
                  "--only", "opd-rl-pure", "--seeds", "0"]) == 0
     runs = [r.rsplit("/", 1)[1] for r in _trained([line for line in capsys.readouterr().out.splitlines()
