@@ -57,14 +57,16 @@ fi
 deadline=$((SECONDS + ${LIMIT:-560}))
 running() { for pid in /tmp/arc-gpu/queue*/pid; do kill -0 "$(cat "$pid" 2>/dev/null)" 2>/dev/null && return 0; done
   return 1; }
+shown=$SECONDS
 while [ $SECONDS -lt $deadline ] && running; do
   left=$((deadline - SECONDS)); sleep $(( left < 15 ? left : 15 ))
   # a short reply, so that the next call comes at once: a line a minute (the newest log's last line), not every 15 s
-  [ $(( (deadline - SECONDS) / 15 % 4 )) -eq 0 ] || continue
+  [ $((SECONDS - shown)) -ge 60 ] || [ $SECONDS -ge $deadline ] || continue; shown=$SECONDS
   newest=$(find /tmp/arc-gpu -name '*.log' -newer "$queue/pid" -printf '%T@ %p\n' 2>/dev/null | sort -n | tail -1 | cut -d' ' -f2)
   echo "$(date +%T) ${newest#/tmp/arc-gpu/}: $(tail -c 300 "$newest" 2>/dev/null | tr '\r' '\n' | grep -v '^$' | tail -1 | cut -c1-100)"
 done
-for q in /tmp/arc-gpu/queue*/; do [ -f "$q/log" ] && grep -E '^(== |   rc=)' "$q/log" | tail -16; done
+# the queue's commands and exit codes, with the lines after a failed one (its reason)
+for q in /tmp/arc-gpu/queue*/; do [ -f "$q/log" ] && awk '/^   rc=[1-9]/ { n = 4 } /^== |^   rc=0/ || n-- > 0' "$q/log" | tail -24; done
 nvidia-smi --query-gpu=memory.used,memory.total --format=csv,noheader
 # a call brings back at most 8 files: results.json, the queue's log, the queue's output and every stage's log and
 # results (no checkpoints) in one tarball
