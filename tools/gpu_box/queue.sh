@@ -65,8 +65,9 @@ while [ $SECONDS -lt $deadline ] && running; do
   newest=$(find /tmp/arc-gpu -name '*.log' -newer "$queue/pid" -printf '%T@ %p\n' 2>/dev/null | sort -n | tail -1 | cut -d' ' -f2)
   echo "$(date +%T) ${newest#/tmp/arc-gpu/}: $(tail -c 300 "$newest" 2>/dev/null | tr '\r' '\n' | grep -v '^$' | tail -1 | cut -c1-100)"
 done
-# the queue's commands and exit codes, with the lines after a failed one (its reason)
-for q in /tmp/arc-gpu/queue*/; do [ -f "$q/log" ] && awk '/^   rc=[1-9]/ { n = 4 } /^== |^   rc=0/ || n-- > 0' "$q/log" | tail -24; done
+# the queue's commands and exit codes, with the lines after a failed one (its reason), and its closing table
+for q in /tmp/arc-gpu/queue*/; do [ -f "$q/log" ] && awk '/^   rc=[1-9]/ { n = 4 } /^stage +rc +seconds/ { t = 1 }
+  t || /^== |^   rc=0/ || n-- > 0' "$q/log" | tail -30; done
 nvidia-smi --query-gpu=memory.used,memory.total --format=csv,noheader
 # a call brings back at most 8 files: results.json, the queue's log, the queue's output and every stage's log and
 # results (no checkpoints) in one tarball
