@@ -315,16 +315,19 @@ def opd_heldout(ctx: Context) -> int:
     unknown = sorted(set(ctx.seeds or ()) - set(seeds))
     if unknown:
         raise SystemExit(f"opd-heldout --seeds: {unknown} not in {configs / HELDOUT}'s seeds {seeds}")
+    with_teacher = any(arm in RL_ARMS for arm in asked)  # the teacher trains when an asked arm needs it
     runs = sum(v["name"] in asked for v in template["variants"]) * len(ctx.seeds or seeds)
-    _print_estimate(ctx, "opd-heldout", [(configs / HELDOUT, runs)], commands=4,
-                    alone=(configs / TEACHER,) * any(arm in RL_ARMS for arm in asked))
+    _print_estimate(ctx, "opd-heldout", [(configs / HELDOUT, runs)], commands=3 + with_teacher,
+                    alone=(configs / TEACHER,) * with_teacher)
     opd, report = ctx.out / "opd", work / "choices"  # the report reads both parts, committed and this machine's
     choices = merged_records(opd / "validation", report / "validation", ctx.dry_run)
     arms_file = work / "heldout.yaml"
-    codes = [_student(ctx), _configs(ctx, configs / TEACHER, "opd-teacher-configs"),
-             run(ctx, "opd-arms-file", 300, [PY, "-m", "arc_experiments.learning.opd_records", "arms-file",
-                                              "--validation", str(choices), "--template", str(configs / HELDOUT),
-                                              "--out", str(arms_file)])]
+    codes = [_student(ctx)]
+    if with_teacher:
+        codes.append(_configs(ctx, configs / TEACHER, "opd-teacher-configs"))
+    codes.append(run(ctx, "opd-arms-file", 300, [PY, "-m", "arc_experiments.learning.opd_records", "arms-file",
+                                                 "--validation", str(choices), "--template", str(configs / HELDOUT),
+                                                 "--out", str(arms_file)]))
     if codes[-1]:
         return codes[-1]  # no recipes: nothing to run
     codes.append(_configs(ctx, arms_file, "opd-heldout-configs"))
@@ -334,9 +337,8 @@ def opd_heldout(ctx: Context) -> int:
     # seed-major: s0_* of every arm first; --seeds: only those seeds' runs (the others on another machine)
     arms = sorted(_sweep_jobs(configs / HELDOUT if ctx.dry_run else arms_file, "opd-heldout", "arms",
                               needs=teacher[0].name, slots=ctx.slots), key=lambda j: j.name)
-    arms = [j for j in arms if ctx.seeds is None or j.seed in ctx.seeds]
-    arms = [j for j in arms if j.arm in asked]  # the teacher trains when an asked arm needs it
-    teacher = teacher if any(j.needs for j in arms) else []
+    arms = [j for j in arms if (ctx.seeds is None or j.seed in ctx.seeds) and j.arm in asked]
+    teacher = teacher * with_teacher
     # the teacher alone on a GPU (on one GPU: before every arm, the runs start in order), the arms beside other arms'
     # held-out runs only (module docstring); on several GPUs the arms without a teacher start on the others meanwhile
     codes += pool(ctx, teacher + arms, "heldout", gpus=pool_gpus(ctx))
