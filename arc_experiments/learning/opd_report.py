@@ -17,6 +17,10 @@ student and against GRPO alone, and each teacher's gap to the student.
   (`time/step`: generation, sandbox, teacher, weight sync, training; no start-up, no evaluation) of steps 1 to the
   chosen one, measured with a second run sharing the GPU (arc_experiments/gpu/opd_stages.py). `*_by_family`: the
   same differences (means over seeds) per synthetic task family: where a gain or a loss comes from.
+  `reaches_grpo_only`: the acceptance's other test, on means: the arm's first evaluated step whose pass@1 (mean over
+  its seeds) is at least GRPO alone's `pass1`, with the summed step times to it (mean over seeds) and their fraction of
+  GRPO alone's `wall_s` (`step` None: never reached). An RL-teacher arm also needs its teacher's training
+  (`teacher_gaps`' `teacher_wall_s`), which the fraction leaves out.
 - `teacher_gaps`: `opd-rl` (the RL-trained teacher: its held-out pass@1 at its last step minus the student's, both
   scored in its own run, one run: the interval covers tasks only; its `teacher_kl` on the student's own episodes at step
   1 of each run it teaches, before any update) and `opd-peer` (the live policy shown a peer: no pass@1 of its own;
@@ -78,6 +82,24 @@ def _paired(per_task: dict[str, dict[int, dict[int, dict[str, float]]]], arm: st
     return seeds, [{t: v - c[s][control_step][t] for t, v in a[s][step].items()} for s in seeds]
 
 
+def reaches(per_task: dict[int, dict[int, dict[str, float]]], step_s: dict[int, list[float]], target: float,
+            control_wall_s: float) -> dict[str, Any]:
+    """`reaches_grpo_only` (module docstring) of one arm: `per_task[seed][step]`, `step_s[seed]` its runs' step
+    times."""
+    seeds = sorted(per_task)
+    steps = sorted(set.intersection(*(set(per_task[s]) for s in seeds)) - {0})
+    out: dict[str, Any] = {"pass1_target": target, "step": None, "pass1": None, "wall_s": None, "wall_fraction": None}
+    for step in steps:
+        value = _mean([_mean(list(per_task[s][step].values())) for s in seeds])
+        if value >= target:
+            times = [step_s[s][:step] for s in seeds]
+            if any(len(t) < step or None in t for t in times):
+                raise ValueError(f"a run without the step times of steps 1-{step} (seeds {seeds})")
+            wall = _mean([sum(t) for t in times])
+            return out | {"step": step, "pass1": value, "wall_s": wall, "wall_fraction": wall / control_wall_s}
+    return out
+
+
 def arm_figures(records: Records, choices: dict[str, dict[str, Any]]) -> dict[str, Any]:
     """`arms` of the summary (module docstring) from the held-out runs' records."""
     runs: dict[str, dict[int, dict[str, Any]]] = {}
@@ -134,6 +156,10 @@ def arm_figures(records: Records, choices: dict[str, dict[str, Any]]) -> dict[st
                 row["minus_grpo_only_equal_step"] = {"step": step, "mean": equal["mean"], "ci95": equal["ci"],
                                                      "seeds": equal_seeds}
         out[arm] = row
+    for arm, row in out.items():
+        if arm != CONTROL:
+            times = {s: r["per_step"]["step_s"] for s, r in runs[arm].items()}
+            row["reaches_grpo_only"] = reaches(per_task[arm], times, out[CONTROL]["pass1"], out[CONTROL]["wall_s"])
     return out
 
 
@@ -250,6 +276,11 @@ def main(argv: list[str] | None = None) -> int:
             lo, hi = row["minus_grpo_only_ci95"]
             line += f"  - GRPO alone {100 * row['minus_grpo_only']:+.1f} [{100 * lo:+.1f}, {100 * hi:+.1f}]"
         print(f"{line}  ({len(row['seeds'])} seeds, step {row['chosen_step']}, {row['wall_s']:.0f} s of steps)")
+        if "reaches_grpo_only" in row:
+            r = row["reaches_grpo_only"]
+            when = "never" if r["step"] is None else \
+                f"step {r['step']} ({100 * r['pass1']:.1f}%) in {r['wall_s']:.0f} s, {r['wall_fraction']:.2f}x its time"
+            print(f"{'':13s} reaches GRPO alone's {100 * r['pass1_target']:.1f}%: {when}")
     print(json.dumps(result["teacher_gaps"], indent=1))
     if args.out:
         args.out.write_text(json.dumps(result, indent=2) + "\n")

@@ -106,6 +106,13 @@ def test_each_arm_against_the_student_and_grpo_alone_at_its_validation_chosen_st
     assert pure["minus_grpo_only"] == pytest.approx(1 / 8) and pure["minus_grpo_only_seeds"] == [0, 1]
     assert pure["minus_grpo_only_ci95"] == pytest.approx([1 / 8 - half, 1 / 8 + half])
     assert pure["wall_s"] == pytest.approx(60.0) and pure["recipe"]["teacher_tau"] == 1.0
+    # reaching GRPO alone's pass1 (3/8 in 20 s): the peer's step 20 has 1/16 (seed means 0, 1/16, 2/16), its step 40
+    # 5/8 in (2 + 3 + 4) * 40 / 3 = 120 s, 6x; the pure arm's step 20 has 1/2 in 60 s, 3x
+    assert peer["reaches_grpo_only"] == pytest.approx(
+        {"pass1_target": 0.375, "step": 40, "pass1": 0.625, "wall_s": 120.0, "wall_fraction": 6.0})
+    assert pure["reaches_grpo_only"] == pytest.approx(
+        {"pass1_target": 0.375, "step": 20, "pass1": 0.5, "wall_s": 60.0, "wall_fraction": 3.0})
+    assert "reaches_grpo_only" not in control
 
 
 def test_teacher_gaps_come_from_the_heldout_machine_with_the_validation_machines_beside(tmp_path):
@@ -303,3 +310,15 @@ def test_show_prints_each_runs_pass1_by_step_and_its_teacher_figures(tmp_path, c
     rows = {line.split()[0]: line.split()[1:] for line in capsys.readouterr().out.splitlines()[1:]}
     assert rows["heldout/arms/s3_opd-peer"] == ["cut", "-", "0.2000", "-", "1.0"]
     assert opd_records.main(["show", str(tmp_path / "none")]) == 1
+
+
+def test_an_arm_that_never_reaches_grpo_alone_has_no_step_and_one_without_step_times_is_named():
+    per_task = {0: {0: {"a": 0.0}, 20: {"a": 0.25}, 40: {"a": 0.5}}, 1: {0: {"a": 0.0}, 20: {"a": 0.5}, 40: {"a": 0.5}}}
+    times = {0: [1.0] * 40, 1: [2.0] * 40}
+    never = opd_report.reaches(per_task, times, target=0.75, control_wall_s=10.0)
+    assert never == {"pass1_target": 0.75, "step": None, "pass1": None, "wall_s": None, "wall_fraction": None}
+    # step 20's mean 3/8 reaches 3/8 (at least, not above): 20 s and 40 s, mean 30 s of the control's 10 s
+    assert opd_report.reaches(per_task, times, target=0.375, control_wall_s=10.0) == pytest.approx(
+        {"pass1_target": 0.375, "step": 20, "pass1": 0.375, "wall_s": 30.0, "wall_fraction": 3.0})
+    with pytest.raises(ValueError, match="step times of steps 1-20"):
+        opd_report.reaches(per_task, {0: [1.0] * 10, 1: [2.0] * 40}, target=0.375, control_wall_s=10.0)
