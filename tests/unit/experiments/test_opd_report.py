@@ -29,6 +29,11 @@ def _record(folder: Path, part: str, group: str, run: str, arm: str, passes: dic
     path.write_text(json.dumps(record))
 
 
+def _approx(expected: dict) -> dict:
+    """`expected` with its numbers compared to rounding (pytest.approx takes no list in a dict)."""
+    return {k: v if isinstance(v, list) or v is None else pytest.approx(v) for k, v in expected.items()}
+
+
 def _experiment(folder: Path, control_lr: float = 5e-5) -> None:
     v = "validation"
     # control: lr 2e-5 reaches 0.5 at step 40, lr 5e-5 at step 20: a tie, which goes to the fewer steps
@@ -108,10 +113,10 @@ def test_each_arm_against_the_student_and_grpo_alone_at_its_validation_chosen_st
     assert pure["wall_s"] == pytest.approx(60.0) and pure["recipe"]["teacher_tau"] == 1.0
     # reaching GRPO alone's pass1 (3/8 in 20 s): the peer's step 20 has 1/16 (seed means 0, 1/16, 2/16), its step 40
     # 5/8 in (2 + 3 + 4) * 40 / 3 = 120 s, 6x; the pure arm's step 20 has 1/2 in 60 s, 3x
-    assert peer["reaches_grpo_only"] == pytest.approx(
-        {"pass1_target": 0.375, "step": 40, "pass1": 0.625, "wall_s": 120.0, "wall_fraction": 6.0})
-    assert pure["reaches_grpo_only"] == pytest.approx(
-        {"pass1_target": 0.375, "step": 20, "pass1": 0.5, "wall_s": 60.0, "wall_fraction": 3.0})
+    assert peer["reaches_grpo_only"] == _approx(
+        {"pass1_target": 0.375, "step": 40, "pass1": 0.625, "wall_s": 120.0, "wall_fraction": 6.0, "seeds": [0, 1, 2]})
+    assert pure["reaches_grpo_only"] == _approx(
+        {"pass1_target": 0.375, "step": 20, "pass1": 0.5, "wall_s": 60.0, "wall_fraction": 3.0, "seeds": [0, 1]})
     assert "reaches_grpo_only" not in control
 
 
@@ -316,9 +321,19 @@ def test_an_arm_that_never_reaches_grpo_alone_has_no_step_and_one_without_step_t
     per_task = {0: {0: {"a": 0.0}, 20: {"a": 0.25}, 40: {"a": 0.5}}, 1: {0: {"a": 0.0}, 20: {"a": 0.5}, 40: {"a": 0.5}}}
     times = {0: [1.0] * 40, 1: [2.0] * 40}
     never = opd_report.reaches(per_task, times, target=0.75, control_wall_s=10.0)
-    assert never == {"pass1_target": 0.75, "step": None, "pass1": None, "wall_s": None, "wall_fraction": None}
+    assert never == {"pass1_target": 0.75, "step": None, "pass1": None, "wall_s": None, "wall_fraction": None,
+                     "seeds": None}
     # step 20's mean 3/8 reaches 3/8 (at least, not above): 20 s and 40 s, mean 30 s of the control's 10 s
-    assert opd_report.reaches(per_task, times, target=0.375, control_wall_s=10.0) == pytest.approx(
-        {"pass1_target": 0.375, "step": 20, "pass1": 0.375, "wall_s": 30.0, "wall_fraction": 3.0})
-    with pytest.raises(ValueError, match="step times of steps 1-20"):
-        opd_report.reaches(per_task, {0: [1.0] * 10, 1: [2.0] * 40}, target=0.375, control_wall_s=10.0)
+    assert opd_report.reaches(per_task, times, target=0.375, control_wall_s=10.0) == _approx(
+        {"pass1_target": 0.375, "step": 20, "pass1": 0.375, "wall_s": 30.0, "wall_fraction": 3.0, "seeds": [0, 1]})
+    # a target above the mean by rounding only is reached: (0.1 + 0.2) / 2 is 0.15000000000000002
+    assert opd_report.reaches({0: {20: {"a": 0.1, "b": 0.2}}}, {0: [1.0] * 20}, target=0.15000000000000005,
+                              control_wall_s=20.0)["step"] == 20
+    for times in ({0: [1.0] * 10, 1: [2.0] * 40}, {0: [1.0] * 40, 1: [2.0] * 19 + [None] * 21}):
+        with pytest.raises(ValueError, match="step times of steps 1-20"):
+            opd_report.reaches(per_task, times, target=0.375, control_wall_s=10.0)
+    # a seed cut after step 20 drops out of step 40, not the whole arm: step 40 from seed 1 alone (1/2 in 80 s)
+    cut = {0: {0: {"a": 0.0}, 20: {"a": 0.0}}, 1: {0: {"a": 0.0}, 20: {"a": 0.0}, 40: {"a": 0.5}}}
+    assert opd_report.reaches(cut, step_s={0: [1.0] * 20, 1: [2.0] * 40}, target=0.5, control_wall_s=40.0) == \
+        _approx({"pass1_target": 0.5, "step": 40, "pass1": 0.5, "wall_s": 80.0, "wall_fraction": 2.0,
+                       "seeds": [1]})
