@@ -83,6 +83,14 @@ def _paired(per_task: dict[str, dict[int, dict[int, dict[str, float]]]], arm: st
     return seeds, [{t: v - c[s][control_step][t] for t, v in a[s][step].items()} for s in seeds]
 
 
+def _summed_step_times(step_s: list[list[float | None]], step: int, who: str) -> list[float]:
+    """Each run's summed step times of steps 1 to `step` (ValueError naming `who` when a run lacks one)."""
+    times = [t[:step] for t in step_s]
+    if any(len(t) < step or None in t for t in times):
+        raise ValueError(f"{who}: a run without the step times of steps 1-{step}")
+    return [sum(t) for t in times]
+
+
 def reaches(per_task: dict[int, dict[int, dict[str, float]]], step_s: dict[int, list[float]], target: float,
             control_wall_s: float) -> dict[str, Any]:
     """`reaches_grpo_only` (module docstring) of one arm: `per_task[seed][step]`, `step_s[seed]` its runs' step
@@ -94,10 +102,7 @@ def reaches(per_task: dict[int, dict[int, dict[str, float]]], step_s: dict[int, 
         seeds = sorted(s for s, evaluated in per_task.items() if step in evaluated)
         value = _mean([_mean(list(per_task[s][step].values())) for s in seeds])
         if value >= target - 1e-12:  # pass@1 values are sums of fractions: equal means may differ in the last bit
-            times = [step_s[s][:step] for s in seeds]
-            if any(len(t) < step or None in t for t in times):
-                raise ValueError(f"a run without the step times of steps 1-{step} (seeds {seeds})")
-            wall = _mean([sum(t) for t in times])
+            wall = _mean(_summed_step_times([step_s[s] for s in seeds], step, f"seeds {seeds}"))
             return out | {"step": step, "pass1": value, "wall_s": wall, "wall_fraction": wall / control_wall_s,
                           "seeds": seeds}
     return out
@@ -130,15 +135,12 @@ def arm_figures(records: Records, choices: dict[str, dict[str, Any]]) -> dict[st
         seeds = sorted(s for s, steps in per_task[arm].items() if step in steps and 0 in steps)
         if not seeds:
             raise ValueError(f"held-out arm {arm!r}: no run evaluated at steps 0 and {step} (its chosen step)")
-        times = [runs[arm][s]["per_step"]["step_s"][:step] for s in seeds]
-        if any(len(t) < step or None in t for t in times):
-            raise ValueError(f"held-out arm {arm!r}: a run without the step times of steps 1-{step}")
+        sums = _summed_step_times([runs[arm][s]["per_step"]["step_s"] for s in seeds], step, f"held-out arm {arm!r}")
         student = gain(per_task, arm, step, pooled=pooled)
         row = {"pass1": _mean([_mean(list(per_task[arm][s][step].values())) for s in seeds]),
                "minus_student": student["mean"], "minus_student_ci95": _interval(student),
                "minus_grpo_only": None, "minus_grpo_only_ci95": None, "minus_grpo_only_equal_step": None,
-               "seeds": seeds, "chosen_step": step, "wall_s": _mean([sum(t) for t in times]),
-               "step_s": _mean([sum(t) / step for t in times]),
+               "seeds": seeds, "chosen_step": step, "wall_s": _mean(sums), "step_s": _mean([x / step for x in sums]),
                "minus_student_by_family": by_family(_seed_mean([
                    {t: v - per_task[arm][s][0][t] for t, v in per_task[arm][s][step].items()} for s in seeds])),
                "recipe": {k: v for k, v in runs[arm][seeds[0]]["recipe"].items() if k != "seed"},

@@ -335,5 +335,4 @@ def test_an_arm_that_never_reaches_grpo_alone_has_no_step_and_one_without_step_t
     # a seed cut after step 20 drops out of step 40, not the whole arm: step 40 from seed 1 alone (1/2 in 80 s)
     cut = {0: {0: {"a": 0.0}, 20: {"a": 0.0}}, 1: {0: {"a": 0.0}, 20: {"a": 0.0}, 40: {"a": 0.5}}}
     assert opd_report.reaches(cut, step_s={0: [1.0] * 20, 1: [2.0] * 40}, target=0.5, control_wall_s=40.0) == \
-        _approx({"pass1_target": 0.5, "step": 40, "pass1": 0.5, "wall_s": 80.0, "wall_fraction": 2.0,
-                       "seeds": [1]})
+        _approx({"pass1_target": 0.5, "step": 40, "pass1": 0.5, "wall_s": 80.0, "wall_fraction": 2.0, "seeds": [1]})
