@@ -53,6 +53,13 @@ class ArcConfig:
         default=defaults.MAX_TOKENS_PER_TURN,
         metadata={"help": "Token cap per assistant turn (default: max_completion_length)."},
     )
+    check_transform: bool = field(
+        default=False,
+        metadata={"help": "REPL: after a message whose code defines `transform(grid)` (and makes no SUBMIT), run it on "
+                  "every training input, tell the model which outputs match, and submit its test outputs when all do "
+                  "(a pretrained coder's habit, one ```python function, then needs no SUBMIT). The prompt should say "
+                  "so: configs/prompts/coder-repl.yaml does (docs/sandbox.md)."},
+    )
     # The token budget of a whole episode (model + environment tokens) is GRPOConfig.max_completion_length.
     rollout_scheduling: str = field(
         default=defaults.ROLLOUT_SCHEDULING,
@@ -262,6 +269,7 @@ class ArcConfig:
             timeout_s=self.sandbox_timeout_s, wall_timeout_s=self.sandbox_wall_timeout_s,
             memory_mb=self.sandbox_memory_mb, max_output_chars=self.sandbox_max_output_chars,
             disk_mb=self.sandbox_disk_mb, max_files=self.sandbox_max_files, idle_memory_mb=self.sandbox_idle_memory_mb,
+            check_transform=self.check_transform,
         )
 
     def __post_init__(self) -> None:

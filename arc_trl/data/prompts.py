@@ -22,7 +22,7 @@ from dataclasses import dataclass, fields, replace
 from pathlib import Path
 from typing import Any, Literal
 
-from arc_trl.data.grid_format import format_grid, grid_shape
+from arc_trl.data.grid_format import GRID_FORMATS, format_grid, grid_shape
 from arc_trl.data.task import ArcTask
 
 AgentMode = Literal["repl", "program"]
@@ -69,6 +69,8 @@ class PromptTemplate:
     - `train_pair`: {index} (0-based), {number} (1-based), {input}, {output}, {input_shape}, {output_shape}
     - `test_input`: {index}, {number}, {input}, {input_shape}
     - `privileged_output`: {index}, {number}, {output}, {output_shape}; `privileged_program`: {program}
+
+    `grid_format` is not text: "digits" (`012`, the default) or "spaced" (`0 1 2`), how every grid is written.
     """
 
     system: str
@@ -82,6 +84,11 @@ class PromptTemplate:
     )
     privileged_output: str = "Correct output for test input {number} ({output_shape}):\n{output}"
     privileged_program: str = "A reference program that solves this task:\n```python\n{program}\n```"
+    grid_format: str = "digits"  # how {input} / {output} grids are written (arc_trl.data.grid_format)
+
+    def __post_init__(self) -> None:
+        if self.grid_format not in GRID_FORMATS:
+            raise ValueError(f"grid_format must be one of {list(GRID_FORMATS)}, got {self.grid_format!r}")
 
     @classmethod
     def from_file(cls, path: str | Path, mode: AgentMode = "repl") -> PromptTemplate:
@@ -111,7 +118,10 @@ class PromptTemplate:
         bad = sorted(k for k, v in data.items() if not isinstance(v, str))
         if bad:
             raise ValueError(f"{path}: template field(s) {bad} must be strings")
-        return replace(default_template(mode), **data)
+        try:
+            return replace(default_template(mode), **data)
+        except ValueError as err:
+            raise ValueError(f"{path}: {err}") from None
 
 
 REPL_TEMPLATE = PromptTemplate(
@@ -173,15 +183,16 @@ def render_messages(
                 {
                     "index": str(i),
                     "number": str(i + 1),
-                    "input": format_grid(pair.input),
-                    "output": format_grid(pair.output),
+                    "input": format_grid(pair.input, template.grid_format),
+                    "output": format_grid(pair.output, template.grid_format),
                     "input_shape": grid_shape(pair.input),
                     "output_shape": grid_shape(pair.output),
                 },
             )
         )
     for i, grid in enumerate(task.test_inputs):
-        values = {"index": str(i), "number": str(i + 1), "input": format_grid(grid), "input_shape": grid_shape(grid)}
+        values = {"index": str(i), "number": str(i + 1), "input": format_grid(grid, template.grid_format),
+                  "input_shape": grid_shape(grid)}
         parts.append(_fill(template.test_input, values))
     parts.append(_fill(template.user_footer, counts))
     if privileged and privileged != "none":
@@ -213,7 +224,7 @@ def _privileged_block(task: ArcTask, template: PromptTemplate, privileged: Privi
             values = {
                 "index": str(i),
                 "number": str(i + 1),
-                "output": format_grid(grid),
+                "output": format_grid(grid, template.grid_format),
                 "output_shape": grid_shape(grid),
             }
             parts.append(_fill(template.privileged_output, values))

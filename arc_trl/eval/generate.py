@@ -39,7 +39,7 @@ import os
 import sys
 import time
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -185,7 +185,8 @@ def prepare(args: argparse.Namespace) -> Plan:
     output_dir.mkdir(parents=True, exist_ok=True)
     try:
         sandbox_config = SandboxConfig(timeout_s=args.timeout_s, memory_mb=args.memory_mb,
-                                       max_output_chars=args.max_output_chars)
+                                       max_output_chars=args.max_output_chars,
+                                       check_transform=bool(args.check_transform and args.agent_mode == "repl"))
         template = load_template(args.prompt_template, args.agent_mode)
     except (ValueError, OSError) as e:
         raise GenerateInputError(str(e)) from None
@@ -281,8 +282,9 @@ def run_generate(args: argparse.Namespace) -> int:
         elif not (plan.output_dir / SAMPLING_FILE).is_file():
             write_json(plan.output_dir / SAMPLING_FILE, plan.sampling)
         if not args.no_score:
+            replay_config = replace(plan.sandbox_config, check_transform=False)  # replays score what the code left
             score_folder(plan.output_dir, plan.tasks, args.n_predictions, args.dataset, args.agent_mode, args.workers,
-                         plan.sandbox_config, progress=not args.no_progress, dropped=plan.dropped)
+                         replay_config, progress=not args.no_progress, dropped=plan.dropped)
     except GenerateInputError as e:
         print(f"error: {e}", file=sys.stderr)
         return 2
@@ -322,6 +324,9 @@ def add_generate_arguments(parser: argparse.ArgumentParser) -> argparse.Argument
     p("--rollout-scheduling", choices=("lockstep", "per_episode"), default=None,
       help="lockstep: each turn, all episodes of a batch generate together, or per_episode: each episode advances "
            f"on its own (vLLM backend; transformers falls back to lockstep); default {d('rollout_scheduling')}")
+    p("--check-transform", action="store_const", const=True, default=None,
+      help="REPL: a message defining transform(grid) gets it checked on the training pairs and its test outputs "
+           "submitted when all match (use with a prompt that says so, e.g. configs/prompts/coder-repl.yaml)")
     p("--temperature", type=float, default=None, help=f"sampling temperature (default {d('temperature')}; 0 = greedy)")
     p("--top-p", type=float, default=None, help=f"default {d('top_p')}")
     p("--top-k", type=int, default=None, help=f"default {d('top_k')} (0: off)")

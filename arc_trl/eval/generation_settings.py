@@ -25,7 +25,7 @@ MATCHED_SETTINGS = (
     "model", "adapter", "dataset", "agent_mode", "max_turns", "max_tokens_per_turn", "max_completion_length",
     "temperature", "top_p", "top_k", "min_p", "repetition_penalty", "augment", "prompt_template",
     "prompt_template_sha256", "chat_template", "chat_template_sha256", "chat_template_kwargs", "sandbox_timeout_s",
-    "sandbox_memory_mb", "sandbox_max_output_chars", "privileged",
+    "sandbox_memory_mb", "sandbox_max_output_chars", "privileged", "check_transform",
 )
 # option -> (training config key, built-in default: the training one, arc_trl.defaults). Precedence: command line,
 # then --train-config, then default.
@@ -49,6 +49,7 @@ CONFIGURABLE: dict[str, tuple[str, Any]] = {
     "timeout_s": ("sandbox_timeout_s", defaults.SANDBOX_TIMEOUT_S),
     "memory_mb": ("sandbox_memory_mb", defaults.SANDBOX_MEMORY_MB),
     "max_output_chars": ("sandbox_max_output_chars", defaults.SANDBOX_MAX_OUTPUT_CHARS),
+    "check_transform": ("check_transform", False),
 }
 
 
@@ -149,6 +150,7 @@ def matched_settings(args: argparse.Namespace, tokenizer) -> dict[str, Any]:
         "sandbox_max_output_chars": int(args.max_output_chars),
         # None for the student prompt, so that folders written before the option existed still match
         "privileged": None if getattr(args, "privileged", "none") in (None, "none") else args.privileged,
+        "check_transform": True if args.check_transform else None,  # None when off: older folders match
     }
 
 

@@ -109,6 +109,8 @@ def _record_turn(ep: Episode, result) -> None:
             out.error_kind = r.error_kind or r.status
         if r.status == "timeout":
             out.num_timeouts += 1
+    if result.transform is not None:  # check_transform: the turn's transform applied to the train inputs
+        out.train_predictions = list(result.transform.train_outputs)
     if result.submitted is not None:
         out.submitted = True
         out.test_predictions = [list(map(list, g)) for g in result.submitted]

@@ -17,6 +17,11 @@ class SandboxConfig:
     blocks. Both are enforced inside the child first (an exception is raised in the model's code and the session
     state survives); the trainer kills the child when its CPU time (read from the kernel) passes the CPU limit by
     `kill_grace_s`, or the backstop passes by `kill_grace_s` (then the session is restarted and its state is lost).
+
+    `check_transform` (REPL turns, `Session.run_turn`): after a message whose code defines `transform(grid)` and
+    makes no SUBMIT, `transform` is applied to every train and test input; the reply says which training outputs it
+    reproduces, and when it reproduces all of them its test outputs are submitted (the episode ends). A pretrained
+    coder's habit, one ```python block with a function, then needs no REPL conventions.
     """
 
     timeout_s: float = defaults.SANDBOX_TIMEOUT_S  # CPU seconds per code run
@@ -41,6 +46,7 @@ class SandboxConfig:
     work_root: str | None = None  # where session working directories are created (None: the system temp dir)
     start_timeout_s: float = 60.0  # starting the zygote (imports numpy) or a session
     audit_hook: bool = True  # the Python-level policy layer; switch off only to test the kernel layers alone
+    check_transform: bool = False  # REPL: a message defining `transform` gets it checked on the train pairs (below)
 
     def __post_init__(self) -> None:
         positive = ["timeout_s", "kill_grace_s", "memory_mb", "max_output_chars", "max_threads", "max_recursion_depth",

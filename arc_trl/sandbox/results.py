@@ -47,6 +47,7 @@ class TurnResult:
     results: list[ExecResult] = field(default_factory=list)  # one per block that was run
     n_blocks: int = 0  # code blocks found (some may not have run: after SUBMIT or past the per-turn cap)
     seconds: float = 0.0
+    transform: ProgramResult | None = None  # `check_transform`: the turn's `transform` applied to every input
 
     @property
     def any_timeout(self) -> bool:

@@ -23,10 +23,11 @@ from typing import TYPE_CHECKING, Any, Self
 from arc_trl.data.task import ArcTask, Grid, normalize_grid
 from arc_trl.sandbox.child import wire
 from arc_trl.sandbox.child_handle import ChildHandle, ChildLost, describe_exit, exit_kind, kill_child, resident_mb
-from arc_trl.sandbox.code_blocks import extract_code_blocks, extract_program, parses
+from arc_trl.sandbox.code_blocks import defines_transform, extract_code_blocks, extract_program, parses
 from arc_trl.sandbox.forkserver import SandboxError
-from arc_trl.sandbox.observation import NO_CODE, format_turn
+from arc_trl.sandbox.observation import NO_CODE, NO_OUTPUT, format_turn
 from arc_trl.sandbox.results import STATUSES, ExecResult, ProgramResult, TurnResult
+from arc_trl.sandbox.transform_check import transform_verdict
 
 if TYPE_CHECKING:
     from arc_trl.sandbox.session_host import SessionHost
@@ -244,7 +245,9 @@ class Session:
             f"{what} and was stopped; the sandbox could not be restarted ({error}); the next code run will try again")
 
     def run_turn(self, text: str, max_blocks: int | None = None) -> TurnResult:
-        """Run the code blocks of one assistant message in order; stop after a valid SUBMIT."""
+        """Run the code blocks of one assistant message in order; stop after a valid SUBMIT. With
+        `config.check_transform`, a message that defines `transform` and makes no SUBMIT gets it checked on the train
+        pairs, and its test outputs submitted when it reproduces them all (`arc_trl.sandbox.transform_check`)."""
         return self.run_blocks(extract_code_blocks(text, max_chars=self.config.max_code_chars), max_blocks)
 
     def run_blocks(self, blocks: list[str], max_blocks: int | None = None) -> TurnResult:
@@ -263,9 +266,17 @@ class Session:
                 break
         skipped_after_submit = len(blocks[:cap]) - len(results)
         observation = format_turn(results, len(blocks), skipped_after_submit, max(0, len(blocks) - cap))
+        checked = None
+        if (submitted is None and self.config.check_transform and results[-1].has_transform
+                and any(defines_transform(code) for code in blocks[:len(results)])):
+            checked = self.apply_transform()  # a call that kills the interpreter fails the calls after it
+            submitted, verdict = transform_verdict(checked, self._setup["train_outputs"])
+            observation = verdict if observation == NO_OUTPUT else f"{observation}\n{verdict}"
+            if submitted is not None:
+                self.submitted = submitted
         return TurnResult(
             observation=observation, code_found=True, code_parsed=any(r.compiled for r in results), submitted=submitted,
-            results=results, n_blocks=len(blocks), seconds=time.perf_counter() - start,
+            results=results, n_blocks=len(blocks), seconds=time.perf_counter() - start, transform=checked,
         )
 
     def run_program(self, text: str) -> ProgramResult:
