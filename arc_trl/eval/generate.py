@@ -67,19 +67,23 @@ from arc_trl.eval.generation_settings import (
 def generate_attempts(jobs: list[Job], prompts: list[list[dict]], generator, tokenizer, pool, settings,
                       template_kwargs: dict, batch_size: int, write: Callable[[dict[str, Any]], None],
                       stats: dict[str, Any], progress: bool = True) -> None:
-    """Play every job's episode (`batch_size` episodes at a time) and `write` each record as soon as it ends.
+    """Play every job's episode and `write` each record as soon as it ends: `batch_size` episodes in play at once
+    (per-episode scheduling: a new episode starts whenever one ends; lock-step: batch after batch).
 
     `stats` (attempts, model_tokens, seconds, model_tokens_per_s) is kept up to date, also when this raises."""
     from tqdm import tqdm
 
     from arc_trl.rollout import run_episodes
+    from arc_trl.rollout.per_episode import per_episode_unsupported
 
     stats.update(attempts=0, model_tokens=0)
+    rolling = settings.scheduling == "per_episode" and per_episode_unsupported(generator) is None
+    chunk = len(jobs) if rolling else batch_size  # rolling: one call, at most batch_size episodes in play
     start = time.perf_counter()
     try:
         with tqdm(total=len(jobs), desc="generating", unit="attempt", disable=not progress, file=sys.stderr) as bar:
-            for first in range(0, len(jobs), batch_size):
-                batch, batch_prompts = jobs[first : first + batch_size], prompts[first : first + batch_size]
+            for first in range(0, len(jobs), max(1, chunk)):
+                batch, batch_prompts = jobs[first : first + chunk], prompts[first : first + chunk]
 
                 def on_finished(episodes, batch=batch, batch_prompts=batch_prompts):
                     for ep in episodes:
@@ -89,7 +93,7 @@ def generate_attempts(jobs: list[Job], prompts: list[list[dict]], generator, tok
                     bar.update(len(episodes))
 
                 run_episodes([j.task for j in batch], batch_prompts, generator, tokenizer, pool, settings,
-                             template_kwargs, on_finished=on_finished)
+                             template_kwargs, on_finished=on_finished, max_active=batch_size)
     finally:
         seconds = time.perf_counter() - start
         stats["seconds"] = round(seconds, 3)
@@ -227,8 +231,10 @@ def prepare(args: argparse.Namespace) -> Plan:
                 sampling, dropped)
 
 
-def generate(plan: Plan) -> dict[str, Any]:
-    """Generate the plan's missing attempts into completions.jsonl; returns this run's entry of sampling.json."""
+def generate(plan: Plan, generator=None) -> dict[str, Any]:
+    """Generate the plan's missing attempts into completions.jsonl; returns this run's entry of sampling.json.
+    `generator`: an engine built already (`build_generator`) for the plan's model and sampling options, shared by
+    several plans (one engine start for many folders); its context must hold the plan's longest episode."""
     from arc_trl.chat_template import prompt_ids
     from arc_trl.rollout import RolloutSettings
     from arc_trl.sandbox import SandboxPool
@@ -248,7 +254,8 @@ def generate(plan: Plan) -> dict[str, Any]:
     rollout = RolloutSettings(args.agent_mode, args.max_turns, args.max_tokens_per_turn, args.max_completion_length,
                               scheduling=args.rollout_scheduling)
     with contextlib.ExitStack() as stack:
-        generator = build_generator(args, tokenizer, eos_token_ids(args.model, tokenizer), max_model_len, stack)
+        if generator is None:
+            generator = build_generator(args, tokenizer, eos_token_ids(args.model, tokenizer), max_model_len, stack)
         pool = stack.enter_context(SandboxPool(num_workers=args.workers, config=plan.sandbox_config))
         out = stack.enter_context(open(plan.completions, "a", encoding="utf-8"))
 
@@ -265,8 +272,9 @@ def generate(plan: Plan) -> dict[str, Any]:
     return run
 
 
-def run_generate(args: argparse.Namespace) -> int:
-    """Run `generate`; returns the exit code (0 done, 2 bad arguments, inputs or output folder, 130 interrupted)."""
+def run_generate(args: argparse.Namespace, generator=None) -> int:
+    """Run `generate` (with `generator`: see `generate`); returns the exit code (0 done, 2 bad arguments, inputs or
+    output folder, 130 interrupted)."""
     started = time.perf_counter()
     try:
         plan = prepare(args)
@@ -276,7 +284,7 @@ def run_generate(args: argparse.Namespace) -> int:
               f"{total - len(plan.jobs)} already in {plan.completions}; chat template: {plan.template_choice}",
               file=sys.stderr)
         if plan.jobs:
-            run = generate(plan)
+            run = generate(plan, generator)
             print(f"[generate] {run['attempts']} attempts, {run['model_tokens']} model tokens in {run['seconds']} s "
                   f"({run['model_tokens_per_s']} tokens/s)", file=sys.stderr)
         elif not (plan.output_dir / SAMPLING_FILE).is_file():
@@ -342,7 +350,9 @@ def add_generate_arguments(parser: argparse.ArgumentParser) -> argparse.Argument
     p("--augment", action="store_true",
       help="each attempt sees a random dihedral + colour augmentation of its task (fixed per seed/task/attempt)")
     p("--backend", choices=BACKENDS, default="vllm", help="vllm (default) or transformers")
-    p("--batch-size", type=int, default=None, help="episodes generated together (default: vllm 128, transformers 8)")
+    p("--batch-size", type=int, default=None,
+      help="episodes in play at once (per_episode: a new one starts as one ends; lockstep: batch after batch; "
+           "default: vllm 128, transformers 8)")
     p("--max-tasks", type=int, default=None, help="only the first K tasks (sorted by id, after --max-prompt-tokens)")
     p("--task-ids", nargs="+", default=None, help="only these task ids")
     p("--seed", type=int, default=0, help="sampling seed, also of the augmentations (default 0)")

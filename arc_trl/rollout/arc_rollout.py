@@ -59,18 +59,21 @@ def run_episodes(
     settings: RolloutSettings,
     template_kwargs: dict | None = None,
     on_finished: Callable[[list[Episode]], None] | None = None,
+    max_active: int | None = None,
 ) -> list[Episode]:
     """Play one episode per (task, prompt) pair to the end and return them (sandbox sessions closed).
 
     `on_finished(episodes)` is called with the episodes that ended since the last call (e.g. to start teacher
     scoring of finished episodes while the others keep generating). `settings.scheduling` picks the scheduler:
-    `per_episode` (`arc_trl.rollout.per_episode`) where the generator supports it, else lock-step (below).
+    `per_episode` (`arc_trl.rollout.per_episode`, at most `max_active` episodes in play at once) where the generator
+    supports it, else lock-step (below; all episodes together: callers bound the batch).
     """
     template_kwargs = template_kwargs or {}
     if settings.scheduling == "per_episode":
         reason = per_episode_unsupported(generator)
         if reason is None:
-            return run_per_episode(tasks, prompts, generator, tokenizer, pool, settings, template_kwargs, on_finished)
+            return run_per_episode(tasks, prompts, generator, tokenizer, pool, settings, template_kwargs, on_finished,
+                                   max_active)
         warn_lockstep_fallback(reason)
     episodes = open_episodes(tasks, prompts, tokenizer, template_kwargs)
     report_finished = FinishedReporter(episodes, on_finished)

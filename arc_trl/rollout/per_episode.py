@@ -59,17 +59,25 @@ def run_per_episode(
     settings: RolloutSettings,
     template_kwargs: dict | None = None,
     on_finished: Callable[[list[Episode]], None] | None = None,
+    max_active: int | None = None,
 ) -> list[Episode]:
-    """Play one episode per (task, prompt) pair, each at its own pace; same contract as `run_episodes`."""
+    """Play one episode per (task, prompt) pair, each at its own pace; same contract as `run_episodes`.
+
+    `max_active`: at most this many episodes in play at once (None: all). An episode starts (its sandbox session
+    opens, its first turn joins the engine) as soon as another ends, so the engine keeps `max_active` episodes in
+    flight without holding a sandbox process per episode of a long evaluation."""
     template_kwargs = template_kwargs or {}
     end_of_turn = end_of_turn_id(tokenizer, generator.eos_token_ids, **template_kwargs)  # fails before generating
     episodes = open_episodes(tasks, prompts, tokenizer, template_kwargs)
     report_finished = FinishedReporter(episodes, on_finished)
     eos = set(generator.eos_token_ids)
     program = settings.agent_mode == "program"
+    limit = len(episodes) if max_active is None else max(1, max_active)
     results: queue.SimpleQueue = queue.SimpleQueue()  # (episode, result, error) from the sandbox threads
     executor = ThreadPoolExecutor(max(1, min(len(episodes), pool.num_workers)), thread_name_prefix="arc-episode-turn")
     in_sandbox = 0
+    waiting = list(reversed(episodes))  # not started yet, next last
+    playing: list[Episode] = []
 
     def run_code(ep: Episode) -> None:
         try:
@@ -78,12 +86,24 @@ def run_per_episode(
         except BaseException as error:  # noqa: BLE001  re-raised in the scheduling thread
             results.put((ep, None, error))
 
+    def start_more() -> None:
+        """Close the sessions of the episodes that ended; start waiting ones in their place."""
+        nonlocal playing
+        ended = [ep for ep in playing if ep.done]
+        if ended:
+            close_sessions(ended, pool)
+            playing = [ep for ep in playing if not ep.done]
+        starting = [waiting.pop() for _ in range(min(len(waiting), limit - len(playing)))]
+        if starting:
+            open_sessions(starting, pool)  # started in the background while the engine works on the first turns
+            for ep in starting:
+                stream.add(ep.index, ep.prompt_ids, turn_token_cap(ep, settings))
+            playing += starting
+
     stream = None
     try:
         stream = open_stream(generator)
-        for ep in episodes:
-            stream.add(ep.index, ep.prompt_ids, turn_token_cap(ep, settings))
-        open_sessions(episodes, pool)  # started in the background while the engine works on the first turns
+        start_more()
         while stream.pending() or in_sandbox:
             if stream.pending():
                 for key, ids, lps in stream.advance():
@@ -108,6 +128,7 @@ def run_per_episode(
                     if not ep.done:
                         stream.add(ep.index, ep.prompt_ids + ep.completion_ids, turn_token_cap(ep, settings))
             report_finished()
+            start_more()
         for ep in episodes:
             if not ep.done:
                 ep.finish("max_turns")

@@ -138,6 +138,42 @@ def test_scripted_per_episode_matches_lockstep_token_by_token(tiny_tokenizer, po
     assert next(n for n, (event, key, _) in enumerate(stream.log) if (event, key) == ("done", 2)) > first_later_add
 
 
+def test_max_active_bounds_the_episodes_in_play_and_changes_no_episode(tiny_tokenizer, pool):
+    """An evaluation of thousands of attempts in one call (`evaluate generate --rollout-scheduling per_episode`) must
+    not hold a sandbox process per attempt: with `max_active` 2, at most 2 sessions are open and 2 requests in the
+    engine at any moment, a new episode starts as one ends, and the episodes are the unbounded run's, token for
+    token."""
+    tasks = [load_task("arc-agi-1/train", i) for i in ("6150a2bd", "67a3c6ac", "68b16354", "74dd1130", "6150a2bd")]
+    turns = [[INSPECT, SOLVE], [BAD, INSPECT, BAD], [SOLVE], [INSPECT, BAD, INSPECT], [SOLVE]]
+    prompts = [render_messages(t, "repl") for t in tasks]
+    settings = RolloutSettings(agent_mode="repl", max_turns=3, max_completion_length=4096, scheduling="per_episode")
+    unbounded = run_episodes(tasks, prompts, _streaming(_scripted(tiny_tokenizer, tasks, turns)), tiny_tokenizer, pool,
+                             settings)
+    open_now, most = set(), [0]
+    open_sessions, close_sessions = pool.open_sessions, pool.close_sessions
+
+    def opened(tasks_):
+        sessions = open_sessions(tasks_)
+        open_now.update(map(id, sessions))
+        most[0] = max(most[0], len(open_now))
+        return sessions
+
+    def closed(sessions):
+        open_now.difference_update(map(id, sessions))
+        return close_sessions(sessions)
+
+    pool.open_sessions, pool.close_sessions = opened, closed
+    try:
+        gen = _streaming(_scripted(tiny_tokenizer, tasks, turns))
+        bounded = run_episodes(tasks, prompts, gen, tiny_tokenizer, pool, settings, max_active=2)
+    finally:
+        del pool.open_sessions, pool.close_sessions
+    _same_episodes(bounded, unbounded)
+    [stream] = gen.streams
+    assert most[0] == 2 and not open_now and max(pending for _, _, pending in stream.log) == 2
+    assert [key for event, key, _ in stream.log if event == "add"][:2] == [0, 1]
+
+
 def test_per_episode_closes_sessions_and_stream_on_errors(tiny_tokenizer, pool):
     task = load_task("arc-agi-1/train", "6150a2bd")
     gen = _streaming(_scripted(tiny_tokenizer, [task, task], [[INSPECT, SOLVE]] * 2))
