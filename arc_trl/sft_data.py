@@ -8,6 +8,9 @@ that does not end with a correct SUBMIT is dropped (and counted), never trained 
 teacher (`render_messages(..., privileged=...)`: the reference program or the test outputs appended to the user
 message), the targets are unchanged. SFT on such rows trains a privileged teacher to use its hint (the prime-rl ARC
 fork's Phase 1 self-distillation); `"none"` (default) gives the student's rows.
+
+A pool that checks `transform` (`SandboxConfig.check_transform`, the coder prompt's REPL convention) gets REPL episodes
+of one turn instead: the program answer, which the check submits.
 """
 
 from __future__ import annotations
@@ -30,7 +33,11 @@ class SftBuildReport:
 
 def reference_conversation(task: ArcTask, mode: str, session=None, template=None,
                            privileged: str = "none") -> list[dict] | None:
-    """The full reference conversation of a synthetic task, or None when its replay does not solve the task."""
+    """The full reference conversation of a synthetic task, or None when its replay does not solve the task. A REPL
+    session whose pool checks `transform` (`SandboxConfig.check_transform`) gets the one-turn program answer."""
+    if mode == "repl" and session is not None and session.config.check_transform:
+        return _replay_checked([task], [session], template, lambda items: [s.run_turn(t) for s, t in items],
+                               privileged)[0]
     if mode == "program":
         from arc_trl.synthetic import program_completion
 
@@ -72,6 +79,23 @@ def _replay_repl(tasks: list[ArcTask], sessions: list, template, run_turns,
     return conversations
 
 
+def _replay_checked(tasks: list[ArcTask], sessions: list, template, run_turns,
+                    privileged: str = "none") -> list[list[dict] | None]:
+    """REPL episodes of one turn, the program answer, for a sandbox that checks `transform` and submits its outputs
+    (the coder prompt's convention): kept when the check submits the right test outputs."""
+    from arc_trl.synthetic import program_completion
+
+    answers = [program_completion(task) for task in tasks]
+    results = run_turns(list(zip(sessions, answers)))
+    conversations: list[list[dict] | None] = []
+    for task, answer, result in zip(tasks, answers, results, strict=True):
+        solved = result.submitted is not None and task.test_outputs is not None and all(
+            exact_match(p, t) for p, t in zip(result.submitted, task.test_outputs, strict=True))
+        conversations.append(render_messages(task, "repl", template=template, privileged=privileged)
+                             + [{"role": "assistant", "content": answer}] if solved else None)
+    return conversations
+
+
 def build_sft_dataset(tasks: list[ArcTask], mode: str, pool=None, template=None, chunk_size: int = 64,
                       privileged: str = "none"):
     """A `datasets.Dataset` with a `messages` column (for TRL's SFTTrainer, assistant-only loss) and a report.
@@ -86,8 +110,9 @@ def build_sft_dataset(tasks: list[ArcTask], mode: str, pool=None, template=None,
         chunk = tasks[start : start + chunk_size]
         if mode == "repl":
             sessions = pool.open_sessions(chunk)  # started in parallel
+            replay = _replay_checked if pool.config.check_transform else _replay_repl
             try:
-                conversations = _replay_repl(chunk, sessions, template, pool.map_turns, privileged)
+                conversations = replay(chunk, sessions, template, pool.map_turns, privileged)
             finally:
                 pool.close_sessions(sessions)
         else:

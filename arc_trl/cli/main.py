@@ -20,6 +20,7 @@ SUBCOMMANDS: dict[str, tuple[str, str]] = {
     "sft": ("arc_trl.cli.sft:main", "supervised warm start on reference REPL episodes"),
     "evaluate": ("arc_trl.cli.evaluate:main", "generate and score attempts, pass@k, compare, Kaggle submissions"),
     "validate-submission": ("arc_trl.eval.submission:validate_main", "check (and score) a Kaggle submission"),
+    "transcripts": ("arc_trl.cli.transcripts:main", "SFT transcripts from evaluation folders: solved + hindsight"),
     "synthetic": ("arc_trl.cli.synthetic:main", "write procedural tasks with reference programs to a folder"),
     "sweep": ("arc_trl.cli.sweep:main", "expand a sweep file into runs and launch them (local or HTCondor)"),
     "condor": ("arc_trl.launch.single_jobs:main", "submit one training or evaluation job to HTCondor"),

@@ -28,6 +28,17 @@ class SftArguments:
         default=defaults.CHAT_TEMPLATE, metadata={"help": "auto | chatml | path (see arc-trl train)."}
     )
     sandbox_workers: int = field(default=2, metadata={"help": "Sandbox processes used to replay REPL episodes."})
+    transcripts: str | None = field(
+        default=None,
+        metadata={"help": "Comma-separated JSONL files of conversations (`arc-trl transcripts`: a model's solved and "
+                  "hindsight-relabelled episodes), trained on beside the dataset's reference episodes (dataset: "
+                  "none for the transcripts alone)."},
+    )
+    check_transform: bool = field(
+        default=False,
+        metadata={"help": "REPL reference episodes in the coder prompt's convention: one turn, the program, which the "
+                  "sandbox's transform check submits (use with configs/prompts/coder-repl.yaml)."},
+    )
     privileged: str = field(
         default="none",
         metadata={"help": "none | program | solutions: train on the privileged teacher prompt (the reference "
@@ -43,7 +54,7 @@ def main(argv: list[str] | None = None):
     from arc_trl.chat_template import resolve_chat_template
     from arc_trl.data import load_template
     from arc_trl.tasks import load_tasks
-    from arc_trl.sandbox import SandboxPool
+    from arc_trl.sandbox import SandboxConfig, SandboxPool
     from arc_trl.sft_data import build_sft_dataset
     from arc_trl.synthetic import load_synthetic
 
@@ -51,15 +62,22 @@ def main(argv: list[str] | None = None):
     sft_args, args, model_args = parser.parse_args_and_config(argv)
     tokenizer = AutoTokenizer.from_pretrained(model_args.model_name_or_path)
     resolve_chat_template(tokenizer, sft_args.chat_template)
-    path = Path(sft_args.dataset)
-    has_sidecar = path.is_dir() and (path / "metadata.jsonl").exists()
-    tasks = load_synthetic(path) if has_sidecar else load_tasks(sft_args.dataset)
     template = load_template(sft_args.prompt_template, sft_args.agent_mode) if sft_args.prompt_template else None
-    with SandboxPool(num_workers=sft_args.sandbox_workers) as pool:
-        dataset, report = build_sft_dataset(tasks, sft_args.agent_mode, pool, template,
-                                            privileged=sft_args.privileged)
-    hint = "" if sft_args.privileged == "none" else f", privileged prompts ({sft_args.privileged})"
-    print(f"[sft] {report.kept} reference episodes ({report.dropped} dropped) from {sft_args.dataset}{hint}")
+    dataset = None
+    if sft_args.dataset not in ("", "none"):
+        path = Path(sft_args.dataset)
+        has_sidecar = path.is_dir() and (path / "metadata.jsonl").exists()
+        tasks = load_synthetic(path) if has_sidecar else load_tasks(sft_args.dataset)
+        config = SandboxConfig(check_transform=sft_args.check_transform and sft_args.agent_mode == "repl")
+        with SandboxPool(num_workers=sft_args.sandbox_workers, config=config) as pool:
+            dataset, report = build_sft_dataset(tasks, sft_args.agent_mode, pool, template,
+                                                privileged=sft_args.privileged)
+        hint = "" if sft_args.privileged == "none" else f", privileged prompts ({sft_args.privileged})"
+        print(f"[sft] {report.kept} reference episodes ({report.dropped} dropped) from {sft_args.dataset}{hint}")
+    if sft_args.transcripts:
+        dataset = with_transcripts(dataset, [p for p in sft_args.transcripts.split(",") if p.strip()])
+    if dataset is None:
+        raise SystemExit("arc-trl sft: nothing to train on: dataset is none and no transcripts are given")
     args.assistant_only_loss = True
     args.model_init_kwargs = {**(args.model_init_kwargs or {}), "dtype": model_args.dtype or "auto"}
     trainer = SFTTrainer(
@@ -77,6 +95,24 @@ def main(argv: list[str] | None = None):
         print(f"[sft] done: {trainer.state.global_step} steps, loss {losses[0]:.3f} -> {losses[-1]:.3f}; "
               f"saved to {args.output_dir}")
     return trainer
+
+
+def with_transcripts(dataset, paths: list[str]):
+    """`dataset` (or none) with the conversations of transcript files appended (`messages` and `task_id` columns)."""
+    from collections import Counter
+
+    from datasets import Dataset, concatenate_datasets
+
+    from arc_trl.warmstart.transcripts import read_transcripts
+
+    rows = read_transcripts(paths)
+    kinds = Counter(row.pop("kind") or "unlabelled" for row in rows)
+    print(f"[sft] {len(rows)} transcripts ({', '.join(f'{n} {k}' for k, n in sorted(kinds.items()))}) from "
+          f"{', '.join(paths)}")
+    extra = Dataset.from_list(rows)
+    if dataset is None:
+        return extra
+    return concatenate_datasets([dataset.select_columns(["messages", "task_id"]), extra])
 
 
 if __name__ == "__main__":
