@@ -22,6 +22,8 @@ def main(argv: list[str] | None = None) -> int:
                              "evaluated with, e.g. configs/prompts/coder-repl.yaml)")
     parser.add_argument("--kinds", default="solved,hindsight", help="solved, hindsight or both (default)")
     parser.add_argument("--max-per-task", type=int, default=None, help="rows of each kind per task at most")
+    parser.add_argument("--skip-task-ids", nargs="+", default=(),
+                        help="held-out tasks (e.g. the validation tasks choices are made on): never in a row")
     parser.add_argument("--workers", type=int, default=min(4, os.cpu_count() or 1), help="sandbox processes")
     args = parser.parse_args(argv)
     from arc_trl.data import load_template
@@ -35,7 +37,8 @@ def main(argv: list[str] | None = None) -> int:
         with SandboxPool(num_workers=max(1, args.workers), config=SandboxConfig()) as pool:
             rows, report = build_transcripts(args.eval_dir, tasks, args.agent_mode, template, pool,
                                              kinds=tuple(k.strip() for k in args.kinds.split(",") if k.strip()),
-                                             max_per_task=args.max_per_task)
+                                             max_per_task=args.max_per_task,
+                                             skip_ids=frozenset(args.skip_task_ids))
     except (TranscriptError, OSError, ValueError) as error:
         print(f"error: {error}", file=sys.stderr)
         return 2

@@ -86,13 +86,18 @@ def _played_turns(record: dict[str, Any], where: str) -> list[dict[str, str]]:
 
 
 def candidate_rows(eval_dir: str | Path, tasks: dict[str, ArcTask], mode: str, template,
-                   report: TranscriptReport) -> Iterable[tuple[dict[str, Any], ArcTask | None]]:
-    """(row, the relabelled task to replay it on, or None for a solved row) for each usable attempt of a folder."""
+                   report: TranscriptReport, skip_ids: frozenset[str] = frozenset()
+                   ) -> Iterable[tuple[dict[str, Any], ArcTask | None]]:
+    """(row, the relabelled task to replay it on, or None for a solved row) for each usable attempt of a folder
+    (attempts at `skip_ids`, held-out tasks, counted and left out)."""
     folder = Path(eval_dir)
     scored = {(r["task_id"], r["attempt"]): r for r in _read_jsonl(folder / "per_attempt.jsonl")}
     for record in _read_jsonl(folder / "completions.jsonl"):
         key = (record["task_id"], record["attempt"])
         where = f"{folder / 'completions.jsonl'}"
+        if record["task_id"] in skip_ids:
+            report.skipped["held_out"] += 1
+            continue
         task = tasks.get(record["task_id"])
         if task is None:
             raise TranscriptError(f"{where}: task {record['task_id']!r} is not in the dataset given (--dataset)")
@@ -127,10 +132,11 @@ def candidate_rows(eval_dir: str | Path, tasks: dict[str, ArcTask], mode: str, t
 
 
 def build_transcripts(eval_dirs: list[str | Path], tasks: list[ArcTask], mode: str, template=None, pool=None,
-                      kinds: tuple[str, ...] = KINDS, max_per_task: int | None = None
-                      ) -> tuple[list[dict[str, Any]], TranscriptReport]:
+                      kinds: tuple[str, ...] = KINDS, max_per_task: int | None = None,
+                      skip_ids: frozenset[str] = frozenset()) -> tuple[list[dict[str, Any]], TranscriptReport]:
     """The transcripts of `eval_dirs` (see the module docstring); `pool`: a SandboxPool for the hindsight replays.
-    `max_per_task`: at most this many rows of each kind per original task (the first ones in folder order)."""
+    `max_per_task`: at most this many rows of each kind per original task (the first ones in folder order);
+    `skip_ids`: tasks held out (validation tasks that choices are made on), never in a row."""
     from arc_trl.sandbox.replay import replay_attempt
 
     unknown = sorted(set(kinds) - set(KINDS))
@@ -142,7 +148,7 @@ def build_transcripts(eval_dirs: list[str | Path], tasks: list[ArcTask], mode: s
     per_task: Counter = Counter()
     candidates = []
     for eval_dir in eval_dirs:
-        for row, relabelled in candidate_rows(eval_dir, by_id, mode, template, report):
+        for row, relabelled in candidate_rows(eval_dir, by_id, mode, template, report, frozenset(skip_ids)):
             if row["kind"] not in kinds:
                 report.skipped[f"{row['kind']}_not_asked"] += 1
                 continue

