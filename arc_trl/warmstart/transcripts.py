@@ -210,8 +210,8 @@ def read_transcripts(paths: list[str | Path]) -> list[dict[str, Any]]:
                     isinstance(m, dict) and isinstance(m.get("content"), str)
                     and m.get("role") in ("system", "user", "assistant") for m in messages) \
                     or messages[-1]["role"] != "assistant":
-                raise TranscriptError(f"{path}:{n}: expected {{'messages': [{{'role', 'content'}}, ...]}} ending with an "
-                                      "assistant turn")
+                raise TranscriptError(f"{path}:{n}: expected {{'messages': [{{'role', 'content'}}, ...]}} ending "
+                                      "with an assistant turn")
             rows.append({"messages": messages, "task_id": str(row.get("task_id", "")),
                          "kind": str(row.get("kind", ""))})
     return rows
