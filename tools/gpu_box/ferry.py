@@ -118,8 +118,9 @@ def pack(out: Path, sources: list[str], chunk_bytes: int | None) -> int:
 def stash(folder: Path, store: Path) -> int:
     store.mkdir(parents=True, exist_ok=True)
     (store / "started").touch(exist_ok=True)
-    for item in sorted(folder.iterdir()):
-        shutil.copy2(item, store / item.name)
+    for item in sorted(folder.iterdir()):  # copied whole, then renamed: `assemble` never sees half a chunk
+        shutil.copy2(item, store / f".{item.name}.copying")
+        (store / f".{item.name}.copying").replace(store / item.name)
     have = sorted(p.name for p in store.glob("chunk.*"))
     print(f"ferry: stashed {folder} in {store}; {len(have)} chunks there")
     return 0
