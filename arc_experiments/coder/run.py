@@ -3,6 +3,7 @@ its wheels to arrive (they come over many calls while the 0.5B's stages run).
 
     python -m arc_experiments.coder run --work /tmp/coder --wheels /tmp/ferry-out/wheels [--only STAGE,...]
     python -m arc_experiments.coder pack --work /tmp/coder --out $OUT      # what comes back, <= 16 MiB a file
+    python -m arc_experiments.coder slim --work RECORDS --out results/coder  # here: what is committed
 
 Folders under WORK: models/NAME (imported), harness/NAME/ARM (validation tasks), zero-shot/NAME/{train,eval},
 warm/NAME/{transcripts.jsonl,model,validation,eval,train}, logs/, choice.json, timeline.jsonl (each stage's start,
@@ -297,7 +298,7 @@ def pack(work: Work, out: Path) -> int:
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m arc_experiments.coder", description=__doc__,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("verb", choices=("run", "pack", "list"))
+    parser.add_argument("verb", choices=("run", "pack", "slim", "list"))
     parser.add_argument("--work", type=Path, default=Path("/tmp/coder"))
     parser.add_argument("--wheels", type=Path, default=Path("/tmp/ferry-out/wheels"))
     parser.add_argument("--out", type=Path)
@@ -309,10 +310,16 @@ def main(argv: list[str] | None = None) -> int:
     if args.verb == "list":
         print("\n".join(name for name, _, _ in stages(work)))
         return 0
+    if args.verb in ("pack", "slim") and args.out is None:
+        parser.error(f"{args.verb} needs --out")
     if args.verb == "pack":
-        if args.out is None:
-            parser.error("pack needs --out")
         return pack(work, args.out)
+    if args.verb == "slim":  # here, on the records a machine's `pack` brought back (unpacked into --work)
+        from arc_experiments.coder.records import slim
+
+        for folder in slim(work.root, args.out):
+            say(f"   {folder}")
+        return 0
     args.work.mkdir(parents=True, exist_ok=True)
     only = set(args.only.split(",")) if args.only else None
     return run(work, only, shlex.split(args.assemble) if args.assemble else None)
