@@ -54,6 +54,7 @@ from arc_trl.trainer.sampling_mismatch import importance_sampling_ratio
 from arc_trl.trainer.step_timing import StepBudget, StepBudgetCallback, StepClock, TimedPool, timed_method
 from arc_trl.trainer.teacher_term import TEACHER_LOGPS, TeacherTerm, build_teacher
 from arc_trl.trl_internals import (
+    bounded_server_client,
     buffered_micro_batches,
     checkpoint_folder,
     colocated_engine_kwargs,
@@ -139,7 +140,9 @@ class ArcGRPOTrainer(GRPOTrainer):
                                        arc.vllm_kv_cache_memory_gib)
         if colocated:
             claim_rendezvous_port()  # not TRL's 29500, which runs started together on one machine all take
-        with colocated_engine_kwargs(extra):  # FP8 rollouts, a fixed KV cache: TRL's colocated vllm.LLM is built here
+        # FP8 rollouts, a fixed KV cache: TRL's colocated vllm.LLM is built here; a server: TRL's client of it, whose
+        # every request gets a deadline (vllm_request_timeout_s, arc_trl/vllm_server_client.py)
+        with colocated_engine_kwargs(extra), bounded_server_client(arc.vllm_request_timeout_s):
             super().__init__(
                 model=model,
                 reward_funcs=reward_funcs,

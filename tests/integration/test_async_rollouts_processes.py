@@ -204,8 +204,8 @@ def _check_overlap(log: Events, ranks: list[dict]) -> None:
             ["trained", 0, rows(rank, 0), [0, 0]], ["trained", 1, rows(rank, 1), [0, 0]],
             ["trained", 2, rows(rank, 2), [1, 1]]]
         assert [e[2:] for e in log.of("played") if e[1] == rank] == [
-            (rows(rank, 0), "MainThread"), (rows(rank, 1), "arc-async-rollout_0"),
-            (rows(rank, 2), "arc-async-rollout_0")]
+            (rows(rank, 0), "MainThread"), (rows(rank, 1), "arc-async-rollout"),
+            (rows(rank, 2), "arc-async-rollout")]
         assert [e for e in local if e[0] == "sync"] == [["sync", step, False] for step in steps]  # nothing in flight
         assert [e for e in local if e[0] == "waited"] == [["waited", 0, True], ["waited", 1, True]]
         assert run["logged"]["async/policy_lag"] == [0.0, 1.0, 1.0]

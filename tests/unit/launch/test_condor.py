@@ -484,6 +484,40 @@ def test_a_failed_trainer_is_named_with_its_log(tmp_path):
     assert not alive(int((tmp_path / "server.pid").read_text()))
 
 
+def test_the_trainer_is_told_where_each_server_logs(tmp_path):
+    """A server that stops answering is named in the trainer's error with its log (arc_trl/vllm_server_client.py):
+    the runner tells the trainer where each server's log is, by the server's base URL."""
+    import json
+
+    from arc_trl.vllm_server_client import SERVER_LOGS_ENV
+
+    plan, _ = fake_plan(tmp_path, trainer_mode="0")
+    dump = tmp_path / "env.py"
+    dump.write_text(f"import os, pathlib; pathlib.Path({str(tmp_path / 'env.json')!r}).write_text("
+                    f"os.environ[{SERVER_LOGS_ENV!r}])")
+    plan.trainer.command = [sys.executable, str(dump)]
+    assert run_plan(plan, tmp_path / "logs", printer=lambda line: None, poll_s=0.1) == 0
+    url = plan.servers[0].health_url.removesuffix("/health")
+    assert json.loads((tmp_path / "env.json").read_text()) == {url: str((tmp_path / "logs" / "student-vllm.log")
+                                                                          .resolve())}
+
+
+def test_a_stopped_process_group_is_stopped_at_once():
+    """A SIGSTOPped server (the drill of a hung one) handles the runner's SIGTERM at once (a SIGCONT follows it),
+    not after the 30 s grace that ends in SIGKILL."""
+    from arc_trl.launch.processes import start, stop
+
+    # a handler of its own, as vLLM's server has (a stopped process with SIGTERM's default action dies at once anyway)
+    code = "import signal, sys, time; signal.signal(signal.SIGTERM, lambda *a: sys.exit(5)); print(1, flush=True); " \
+           "time.sleep(60)"
+    process = start([sys.executable, "-c", code], dict(os.environ), stdout=subprocess.PIPE)
+    assert process.stdout.readline() == b"1\n"  # its handler is in place
+    os.killpg(process.pid, signal.SIGSTOP)
+    started = time.monotonic()
+    stop(process, grace_s=20.0)
+    assert time.monotonic() - started < 5.0 and process.returncode == 5  # its handler ran: SIGTERM, not SIGKILL
+
+
 def test_a_port_left_in_time_wait_by_a_stopped_run_is_free():
     """vLLM's server and torch's rendezvous bind with SO_REUSEADDR: a port a stopped run left in TIME_WAIT is free
     for them, so the check must not refuse it (a resumed run would be turned away for a minute)."""

@@ -143,7 +143,7 @@ def test_a_failed_training_call_does_not_hang_on_a_rollout_that_will_not_stop():
     assert [h["reason"] for h in manager.history] == ["train() failed"]
     assert not manager.pending and not release.is_set()  # it came out while the rollout still hung
     release.set()
-    manager.executor.shutdown(wait=True)
+    manager.thread.join(timeout=10)
 
 
 def test_the_evaluation_waits_for_every_process_rollout_before_it_plays():
