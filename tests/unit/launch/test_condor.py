@@ -233,7 +233,7 @@ def test_wrapper_dry_run_plan_for_the_four_gpu_layout(tmp_path):
     assert lines[1:] == [
         "[student-vllm] CUDA_VISIBLE_DEVICES=0,1",
         (f"    {bin_dir}/trl vllm-serve --model Qwen/Qwen3-8B --data-parallel-size 2 --tensor-parallel-size 1 "
-         "--port 8000 --max_model_len 12000"),
+         "--port 8000 --seed 42 --max_model_len 12000"),
         "    health: http://127.0.0.1:8000/health",
         "[trainer] CUDA_VISIBLE_DEVICES=2",
         f"    {bin_dir}/accelerate launch --num_processes 1 {REPO}/scripts/train.py --config {config} --max_steps 5",
@@ -276,6 +276,21 @@ def test_plan_variants_and_errors(tmp_path):
         build_plan({**FOUR_GPU, "teacher_backend": "base"}, path, list("0123"))
 
 
+def test_the_student_server_samples_with_the_training_seed(tmp_path):
+    """vLLM serves with seed 0 unless told: every seed of a server layout sampled the same stream."""
+    path = tmp_path / "c.yaml"
+
+    def seed_of(config: dict, train_args: list[str] | None = None) -> list[str]:
+        command = build_plan(config, path, list("0123"), train_args=train_args).servers[0].command
+        return [command[i + 1] for i, arg in enumerate(command) if arg == "--seed"] + [
+            arg for arg in command if arg.startswith("--seed=")]
+
+    assert seed_of({**FOUR_GPU, "seed": 1}) == ["1"] and seed_of({**FOUR_GPU, "seed": 2}) == ["2"]
+    assert seed_of(FOUR_GPU) == ["42"]  # TrainingArguments' default, as the trainer's
+    assert seed_of({**FOUR_GPU, "seed": 1}, ["--seed", "3"]) == ["3"]  # the command line wins, as in the trainer
+    assert seed_of({**FOUR_GPU, "vllm_server_args": "--seed=7"}) == ["--seed=7"]  # the server's own, once
+
+
 def test_wrapper_resume_skips_finished_and_resumes_latest(tmp_path, capsys):
     out = tmp_path / "out"
     config = write_config(tmp_path, {"learning_rate": 1e-5, "output_dir": str(out)})
@@ -297,11 +312,12 @@ def test_plan_defaults_match_trl():
 
     from arc_trl.config import ArcConfig
     from arc_trl.launch.launch_config import LAUNCH_DEFAULTS, known_config_keys
-    from arc_trl.launch.server_plan import DEFAULT_VLLM_SERVER_PORT
+    from arc_trl.launch.server_plan import DEFAULT_SEED, DEFAULT_VLLM_SERVER_PORT
     from arc_trl.script_args import ArcScriptArguments
 
     grpo = {f.name: f.default for f in GRPOConfig.__dataclass_fields__.values()}
     assert grpo["vllm_server_port"] == DEFAULT_VLLM_SERVER_PORT and grpo["vllm_mode"] == "colocate"
+    assert grpo["seed"] == DEFAULT_SEED
     assert grpo["use_vllm"] is False and grpo["vllm_tensor_parallel_size"] == 1
     # scripts/train.py accepts the launch keys (and ignores them): script-side fields with the launchers' defaults,
     # never keys of the trainer's ArcConfig; the sweep's key check knows them
