@@ -366,11 +366,14 @@ def stream_clients(trainer) -> list:
 
 
 @contextmanager
-def bounded_server_client(timeout_s: float):
+def bounded_server_client(timeout_s: float | None):
     """Within: the `VLLMClient` that TRL's `VLLMGeneration._init_vllm` builds in server mode (inside
     `GRPOTrainer.__init__`: the client of TRL's gathered generate and of the weight push) is the bounded subclass of
     arc_trl/vllm_server_client.py, each request waiting at most `timeout_s` (`vllm_request_timeout_s`). TRL builds it
-    by the name `VLLMClient` of its module, which is replaced for the block."""
+    by the name `VLLMClient` of its module, which is replaced for the block. A no-op for None (no server)."""
+    if timeout_s is None:
+        yield
+        return
     import trl.generation.vllm_generation as vllm_generation
 
     from arc_trl.vllm_server_client import bounded_client_class

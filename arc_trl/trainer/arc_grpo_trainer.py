@@ -33,7 +33,7 @@ from trl import GRPOConfig, GRPOTrainer
 
 from arc_trl.chat_template import end_of_turn_id
 from arc_trl.collapse.loop import attach_collapse_guard, train_with_guard
-from arc_trl.colocated_engine import claim_rendezvous_port, colocated_engine_extra
+from arc_trl.colocated_engine import claim_rendezvous_port, colocated_engine_extra, rendezvous_port_held
 from arc_trl.config import ArcConfig
 from arc_trl.eval.callback import ArcEvalCallback
 from arc_trl.rollout.arc_rollout import ArcRollout
@@ -140,9 +140,11 @@ class ArcGRPOTrainer(GRPOTrainer):
                                        arc.vllm_kv_cache_memory_gib)
         if colocated:
             claim_rendezvous_port()  # not TRL's 29500, which runs started together on one machine all take
-        # FP8 rollouts, a fixed KV cache: TRL's colocated vllm.LLM is built here; a server: TRL's client of it, whose
-        # every request gets a deadline (vllm_request_timeout_s, arc_trl/vllm_server_client.py)
-        with colocated_engine_kwargs(extra), bounded_server_client(arc.vllm_request_timeout_s):
+        # FP8 rollouts, a fixed KV cache: TRL's colocated vllm.LLM is built here (its store binds the claimed port, held
+        # till then); a server: TRL's client of it, every request with a deadline (arc_trl/vllm_server_client.py)
+        server = args.use_vllm and args.vllm_mode == "server"
+        with (colocated_engine_kwargs(extra), bounded_server_client(arc.vllm_request_timeout_s if server else None),
+              rendezvous_port_held()):
             super().__init__(
                 model=model,
                 reward_funcs=reward_funcs,
