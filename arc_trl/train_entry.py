@@ -255,6 +255,8 @@ def summarise(trainer, started: float) -> dict:
         "checkpoint": get_last_checkpoint(trainer.args.output_dir) if os.path.isdir(trainer.args.output_dir) else None,
         "rollouts": rollouts if os.path.isdir(rollouts) else None,
         "collapse_rollbacks": getattr(trainer, "collapse_rollbacks", 0),
+        # async_rollouts: 1: background rollouts dropped in the run (stale, other rows, failed, discarded), in all
+        "async_dropped_rollouts": getattr(getattr(trainer, "async_rollouts", None), "dropped", None),
         "last_log": history[-1] if history else None,
         "step_end_unix": [round(t, 3) for t in getattr(getattr(trainer, "step_budget", None), "step_ends", [])],
         "per_step": [  # each logged step's time budget, memory and sampler/trainer gap (layouts compare these)

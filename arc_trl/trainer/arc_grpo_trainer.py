@@ -29,6 +29,7 @@ from __future__ import annotations
 
 import logging
 
+from transformers import Trainer
 from trl import GRPOConfig, GRPOTrainer
 
 from arc_trl.chat_template import end_of_turn_id
@@ -201,7 +202,10 @@ class ArcGRPOTrainer(GRPOTrainer):
         self.base_learning_rate = args.learning_rate  # the collapse guard's rollbacks scale args.learning_rate from it
         self.collapse_rollbacks = 0  # rollbacks of the last train() call
         self.collapse_guard = attach_collapse_guard(self)  # first in the callbacks; None when collapse_guard is off
-        self.async_rollouts = (AsyncRollouts(arc.async_rollouts, process_agreement(self.accelerator))
+        # a drop at the end of a train() call is logged as an entry of its own (Trainer.log, not GRPOTrainer's, which
+        # would average and clear the metrics of a step that is not running)
+        self.async_rollouts = (AsyncRollouts(arc.async_rollouts, process_agreement(self.accelerator),
+                                             log_drops=lambda logs: Trainer.log(self, logs))
                                if arc.async_rollouts else None)
         seed_colocated_sampling(self, args.seed)  # last: building TRL's colocated engine seeded the RNGs with its own
 

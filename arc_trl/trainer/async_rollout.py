@@ -29,8 +29,10 @@ those jobs (`TeacherTerm.adopt`), so its teacher time is the wait for what is le
 ignored.
 
 Bookkeeping: a rollout is used only for the rows it was launched for and when `0 <= step - version <= max_lag`;
-otherwise it is dropped and counted (`async/dropped_rollouts`, cumulative). A new `train()` call (a resume, the
-collapse guard's rollback) and its end discard the rollout in flight (`attempt`), which is dropped and counted too;
+otherwise it is dropped and counted (`dropped`, the run's total; logged as `async/dropped_rollouts`, the drops since
+the last log). A new `train()` call (a resume, the collapse guard's rollback) and its end discard the rollout in
+flight (`attempt`), which is dropped and counted too; a drop at the end of a `train()` call, after its last step's
+log, is logged at once (`log_drops`: a log entry of its own at that step);
 the in-training evaluation waits for it first (`settle`: no push, no temperature change under a rollout in flight).
 """
 
@@ -89,8 +91,10 @@ class StepLookahead:
 class AsyncRollouts:
     """At most one rollout in flight, and what happened to each (`history`)."""
 
-    def __init__(self, max_lag: int = 1, agree: Callable[[bool, bool], tuple[bool, bool]] | None = None) -> None:
+    def __init__(self, max_lag: int = 1, agree: Callable[[bool, bool], tuple[bool, bool]] | None = None,
+                 log_drops: Callable[[dict[str, float]], None] | None = None) -> None:
         self.max_lag = max_lag
+        self.log_drops = log_drops  # logs the drops of a train() call's end (Trainer.log), None: they wait
         self.failure_timeout_s = 60.0  # how long a failed train(), or close(), waits for the rollout in flight to stop
         self.agree = agree or (lambda usable, failed: (usable, failed))  # -> (all usable, any failed)
         self.thread: threading.Thread | None = None  # the rollout's thread (a daemon: never holds up the exit)
@@ -196,6 +200,9 @@ class AsyncRollouts:
             self.discard(trainer.state.global_step, "train() failed", timeout_s=self.failure_timeout_s)
             raise
         self.discard(trainer.state.global_step, "train() ends")
+        if self.log_drops is not None and self.dropped > self.dropped_logged:  # after the last step's log
+            dropped, self.dropped_logged = self.dropped - self.dropped_logged, self.dropped
+            self.log_drops({"async/dropped_rollouts": float(dropped)})
 
     def close(self) -> None:
         """Discard the rollout in flight, waiting at most `failure_timeout_s` for it to stop (a close after a failure
