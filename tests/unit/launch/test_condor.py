@@ -107,6 +107,9 @@ def test_default_resources_follow_the_gpu_split():
     assert gpu_split(colocate).total == 1
     with pytest.raises(ValueError, match="vllm_gpus=2 but no student server"):
         gpu_split({**colocate, "vllm_gpus": 2})
+    cpu = {"use_cpu": True, "use_vllm": True, "vllm_mode": "colocate"}  # configs/tiny-cpu.yaml: no GPU asked for
+    assert gpu_split(cpu).total == 0 and condor.default_resources(cpu).gpus == 0
+    assert gpu_split({**cpu, "trainer_gpus": 1}).total == 1  # the config's own count stands
 
 
 # ---------------------------------------------------------------------------------------------------------------
