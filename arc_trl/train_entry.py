@@ -43,10 +43,6 @@ def parse_config(argv: list[str] | None = None) -> tuple[ArcScriptArguments, Arc
         raise SystemExit(f"error{where}: {exc}") from exc
     if model_args.model_name_or_path is None:
         raise SystemExit(f"error: model_name_or_path is not set ({config_path or 'command line'})")
-    from arc_trl.model_path import missing_model_folder
-
-    if problem := missing_model_folder(str(model_args.model_name_or_path)):  # no hub call for a path
-        raise SystemExit(f"error in {config_path or 'command line'}: {problem}")
     try:
         arc.check_with(args)
         if arc.eval_every_steps > 0 and script.eval_dataset is None:
@@ -60,6 +56,11 @@ def parse_config(argv: list[str] | None = None) -> tuple[ArcScriptArguments, Arc
             check_unsloth_config(args, model_args)
         except UnslothConfigError as exc:
             raise SystemExit(f"error in {config_path or 'command line'}: {exc}") from exc
+    from arc_trl.model_path import missing_model_folder
+
+    # after the config's own checks: a missing local model folder is one line, with no hub call for a path
+    if problem := missing_model_folder(str(model_args.model_name_or_path)):
+        raise SystemExit(f"error in {config_path or 'command line'}: {problem}")
     return script, arc, args, model_args
 
 
