@@ -13,6 +13,8 @@ from __future__ import annotations
 
 import os
 import socket
+from collections.abc import Iterator
+from contextlib import contextmanager
 from typing import Any
 
 from arc_trl.fp8_rollout import engine_kwargs
@@ -37,14 +39,21 @@ def colocated_engine_extra(colocated: bool, rollout_dtype: str, kv_cache_dtype: 
     return {**engine_kwargs(rollout_dtype, kv_cache_dtype), **kv_cache_memory_kwargs(kv_cache_memory_gib)}
 
 
+_held: socket.socket | None = None  # the claimed port's socket, bound until the store has bound the port itself
+
+
 def claim_rendezvous_port() -> int | None:
     """Give a single-process run without MASTER_PORT an OS-assigned free port for the torch.distributed store that
-    TRL's colocated engine opens; the port, or None where MASTER_PORT is set or several processes run (their
-    launcher's rendezvous). TRL (`trl.trainer.utils.ensure_master_addr_port`) takes the first *free* of 29500, 23456,
-    ... instead: a test then a bind, so runs started together on one machine test the same candidate free, take it,
-    and all but one of them die with EADDRINUSE (seen on 29500 and 12355: 7 of 12 SmolLM2 runs started together on an
-    H200, 2026-11-28). The kernel never hands out a port that is bound and picks an ephemeral one at random, so such
-    runs get different ports. MASTER_PORT 0 or auto (TRL: "pick one") is taken as unset."""
+    TRL's colocated engine opens, and hold it until `release_rendezvous_port`; the port, or None where MASTER_PORT is
+    set or several processes run (their launcher's rendezvous). TRL (`trl.trainer.utils.ensure_master_addr_port`) takes
+    the first *free* of 29500, 23456, ... instead: a test then a bind, so runs started together on one machine test the
+    same candidate free, take it, and all but one of them die with EADDRINUSE (seen on 29500 and 12355: 7 of 12
+    SmolLM2 runs started together on an H200, 2026-11-28). The kernel picks an ephemeral port at random and never one
+    that is bound; the claimed port stays bound (SO_REUSEADDR, not listening) until the store has bound it too (torch's
+    store sets SO_REUSEADDR, so it may): a port closed at once would be free for another run's draw, or for any
+    outgoing connection, before this run's store took it. MASTER_PORT 0 or auto (TRL: "pick one") is taken as
+    unset."""
+    global _held
     if os.environ.get("MASTER_PORT", "").strip().lower() not in ("", "0", "auto"):  # TRL's "pick one" values
         return None
     try:
@@ -52,8 +61,28 @@ def claim_rendezvous_port() -> int | None:
             return None
     except ValueError:
         return None  # not ours to judge: TRL and torch report it
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
-        s.bind(("", 0))
-        port = s.getsockname()[1]
+    release_rendezvous_port()
+    held = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    held.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    held.bind(("", 0))
+    _held = held
+    port = held.getsockname()[1]
     os.environ["MASTER_PORT"] = str(port)
     return port
+
+
+@contextmanager
+def rendezvous_port_held() -> Iterator[None]:
+    """Within: the claimed port stays held; after (the engine built, or its build failed): released."""
+    try:
+        yield
+    finally:
+        release_rendezvous_port()
+
+
+def release_rendezvous_port() -> None:
+    """Close the claimed port's socket (once the engine's store is bound; idempotent)."""
+    global _held
+    if _held is not None:
+        _held.close()
+        _held = None

@@ -79,6 +79,14 @@ class ArcConfig:
                   "gradient_accumulation_steps and vllm_importance_sampling_correction: true."},
     )
 
+    vllm_request_timeout_s: float = field(
+        default=defaults.VLLM_REQUEST_TIMEOUT_S,
+        metadata={"help": "vllm_mode: server: seconds each request to the vLLM server may wait for its answer "
+                  "(generation, the weight push, /health): a server that stops answering fails the run with an "
+                  "error naming the server, the request and its log, instead of hanging it. Requests the server was "
+                  "given are never resent (arc_trl/vllm_server_client.py). A teacher server: teacher_timeout_s."},
+    )
+
     vllm_rollout_dtype: str = field(
         default="bf16",
         metadata={"help": "bf16 | fp8: the precision of the weights the vLLM engine samples rollouts with (colocated "
@@ -289,6 +297,8 @@ class ArcConfig:
                 raise ValueError(f"{name}={value!r} is not one of {', '.join(allowed)}")
         check_choices(self.vllm_rollout_dtype, self.vllm_kv_cache_dtype)
         kv_cache_memory_kwargs(self.vllm_kv_cache_memory_gib)  # > 0, or None
+        if not self.vllm_request_timeout_s > 0:
+            raise ValueError(f"vllm_request_timeout_s must be > 0 (seconds), got {self.vllm_request_timeout_s}")
         if self.max_turns < 1:
             raise ValueError(f"max_turns must be >= 1, got {self.max_turns}")
         if self.agent_mode == "program":

@@ -1,6 +1,14 @@
 """The FP8 weight-sync check's pieces (docs/fp8.md): a colocated FP8 engine built as the trainer builds it, its greedy
 continuation of a fixed prompt, a policy taught a new continuation by a few optimizer steps, and TRL's colocated
-`VLLMGeneration.sync_weights` pushing that policy into the engine (with arc-trl's re-quantizing hook or without).
+`VLLMGeneration.sync_weights` pushing that policy into the engine (with arc-trl's re-quantizing hook or without), or
+the server's path (`server_sync`: the NCCL weight-transfer engine's start / finish around the loads, what
+`trl vllm-serve` runs at each push, the transport left out).
+
+What the check compares: the engine's FP8 linear layers themselves (`fp8_layers`: each weight's dtype, scale and
+bytes), which after a sync must be what a fresh FP8 engine of the new weights holds (`fp8_layer_problems`): a stale
+engine, a partly loaded one, or one whose layers went back to bf16 all fail it, where the taught continuation's
+log-probs cannot tell (near-certain tokens: a fresh FP8 and a bf16 engine differ by 2.4e-7 there). Beside it, the
+greedy continuation of an untaught prompt (`UNTAUGHT`, the model's uncertain guesses), where FP8 rounding shows.
 
 Shared by the CPU test (tests/integration/test_fp8_sync.py) and the GPU check (benchmarks/fp8_sync_check.py), which
 compare the synced engine with a fresh FP8 engine of the new weights and with the stale one. A check helper, not
@@ -15,6 +23,7 @@ from typing import Any
 
 PROMPT = [1, 2, 3, 4]
 TARGET = [40, 41, 42, 43, 44, 45]  # what the optimizer steps teach the policy to say after PROMPT
+UNTAUGHT = [9, 17, 33, 65, 129]  # a prompt the steps do not teach: log-probs far from 0, where FP8 rounding shows
 
 
 def engine(model_dir: str | Path, rollout_dtype: str = "fp8", kv_cache_dtype: str = "auto", max_model_len: int = 256,
@@ -52,11 +61,11 @@ def torch_scaled_fp8_quant(input, scale=None, num_token_padding=None, scale_ub=N
     return quantized, scale.float()
 
 
-def greedy(llm) -> tuple[list[int], list[float]]:
-    """The engine's greedy continuation of PROMPT (len(TARGET) tokens) and each token's log-prob."""
+def greedy(llm, prompt: list[int] = PROMPT) -> tuple[list[int], list[float]]:
+    """The engine's greedy continuation of `prompt` (len(TARGET) tokens) and each token's log-prob."""
     from vllm import SamplingParams
 
-    [out] = llm.generate([{"prompt_token_ids": PROMPT}], SamplingParams(max_tokens=len(TARGET), temperature=0.0,
+    [out] = llm.generate([{"prompt_token_ids": prompt}], SamplingParams(max_tokens=len(TARGET), temperature=0.0,
                                                                         logprobs=0), use_tqdm=False)
     completion = out.outputs[0]
     return list(completion.token_ids), [lp[t].logprob for t, lp in zip(completion.token_ids, completion.logprobs)]
@@ -94,3 +103,68 @@ def sync(llm, model, hook: bool) -> None:
     if hook and not requantize_on_sync(vg):
         raise RuntimeError("the re-quantizing hook was not installed on a colocated VLLMGeneration")
     VLLMGeneration.sync_weights(vg)
+
+
+def _runner(llm):
+    return llm.llm_engine.model_executor.driver_worker.model_runner  # the runner TRL's colocated sync loads through
+
+
+def engine_model(llm):
+    """The engine's model itself (not a CUDA-graph wrapper of it)."""
+    runner = _runner(llm)
+    return runner.get_model() if hasattr(runner, "get_model") else runner.model
+
+
+def fp8_layers(llm) -> dict[str, tuple[str, Any, Any]]:
+    """Every quantized linear layer of the engine (those with a `weight_scale`): name -> (weight dtype, scale, weight
+    bytes), on the CPU. Empty for a bf16 engine."""
+    import torch
+
+    layers = {}
+    for name, module in engine_model(llm).named_modules():
+        if hasattr(module, "weight_scale"):
+            weight = module.weight.detach()
+            as_bytes = weight.view(torch.uint8) if weight.element_size() == 1 else weight
+            layers[name] = (str(weight.dtype), module.weight_scale.detach().float().cpu().clone(),
+                            as_bytes.cpu().clone())
+    return layers
+
+
+def fp8_layer_problems(synced: dict, fresh: dict) -> list[str]:
+    """What differs between two engines' `fp8_layers`, `fresh` the FP8 engine built from the new weights: a layer
+    missing or not FP8, its scale or its weight bytes not the fresh engine's (the same bf16 weights quantized the same
+    way: bit for bit). Empty: the synced engine holds exactly the fresh one's FP8 layers."""
+    import torch
+
+    problems = [] if fresh else ["the reference engine has no FP8 linear layer"]
+    for name, (_, scale, weight) in fresh.items():
+        if name not in synced:
+            problems.append(f"{name}: no FP8 layer (weight_scale) in the synced engine")
+            continue
+        got_dtype, got_scale, got_weight = synced[name]
+        if "float8" not in got_dtype:
+            problems.append(f"{name}: weight {got_dtype}, not FP8")
+        elif not torch.equal(got_scale, scale):
+            problems.append(f"{name}: scale {got_scale.flatten()[:4].tolist()} != fresh {scale.flatten()[:4].tolist()}")
+        elif got_weight.shape != weight.shape or not torch.equal(got_weight, weight):
+            differ = int((got_weight != weight).sum()) if got_weight.shape == weight.shape else weight.numel()
+            problems.append(f"{name}: {differ} of {weight.numel()} FP8 weights differ from the fresh engine's")
+    return problems
+
+
+def server_sync(llm, model) -> None:
+    """The push of `model`'s weights as `trl vllm-serve` takes it (TRL's `VLLMClient.update_named_params`): the
+    server's NCCL weight-transfer engine's `start_weight_update` (vLLM's layerwise reload set up), the received
+    tensors into `load_weights` (what its `receive_weights` hands them to; the NCCL broadcast itself left out), then
+    its `finish_weight_update` (each layer processed again: FP8 quantized)."""
+    from vllm.config import WeightTransferConfig
+    from vllm.distributed.weight_transfer.nccl_engine import NCCLWeightTransferEngine
+
+    runner = _runner(llm)
+    target = engine_model(llm)
+    transfer = NCCLWeightTransferEngine(WeightTransferConfig(backend="nccl"), runner.vllm_config,
+                                        next(target.parameters()).device, target)
+    transfer.start_weight_update()
+    target.load_weights([(name, p.data) for name, p in model.named_parameters()])
+    transfer.finish_weight_update()
+    llm.reset_prefix_cache()

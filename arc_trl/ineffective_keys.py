@@ -35,6 +35,9 @@ RULES = (
     Rule(("vllm_kv_cache_memory_gib",), lambda c: bool(c["use_vllm"]) and c.get("vllm_mode", "colocate") == "colocate",
          "it sizes a colocated vLLM engine's KV cache and this run has none (use_vllm={use_vllm!r}, "
          "vllm_mode={vllm_mode!r}: a server's engine takes its settings from vllm_server_args)"),
+    Rule(("vllm_request_timeout_s",), lambda c: bool(c["use_vllm"]) and c.get("vllm_mode", "colocate") == "server",
+         "it bounds the requests to a vLLM server and this run has none (use_vllm={use_vllm!r}, "
+         "vllm_mode={vllm_mode!r})"),
 )
 
 

@@ -46,7 +46,9 @@ class ArcScriptArguments:
 
     # --- the run ----------------------------------------------------------------------------------------------------
     check_config: bool = field(
-        default=False, metadata={"help": "Validate the config, print the resolved values and exit without training."}
+        default=False, metadata={"help": "A preflight: validate the config, load the tasks, the model's tokenizer (its "
+                                 "folder or hub id) and the prompts within max_prompt_tokens, print the resolved "
+                                 "values and exit without training."}
     )
 
     # --- launch layout (read from the YAML by `arc-trl serve` and the HTCondor wrapper) -------------------------------

@@ -56,6 +56,11 @@ def parse_config(argv: list[str] | None = None) -> tuple[ArcScriptArguments, Arc
             check_unsloth_config(args, model_args)
         except UnslothConfigError as exc:
             raise SystemExit(f"error in {config_path or 'command line'}: {exc}") from exc
+    from arc_trl.model_path import missing_model_folder
+
+    # after the config's own checks: a missing local model folder is one line, with no hub call for a path
+    if problem := missing_model_folder(str(model_args.model_name_or_path)):
+        raise SystemExit(f"error in {config_path or 'command line'}: {problem}")
     return script, arc, args, model_args
 
 
@@ -64,7 +69,8 @@ class _ShortErrorParser(TrlParser):
     (overridden here) prints the usage of every key of the three dataclasses (~230 lines) before the reason."""
 
     def __init__(self, dataclass_types, config_path: str | None, argv: list[str]) -> None:
-        super().__init__(dataclass_types)
+        # no abbreviations: `--max_turn 3` was taken for --max_turns, where the YAML key max_turn is refused
+        super().__init__(dataclass_types, allow_abbrev=False)
         self._config_path, self._argv = config_path, argv
 
     def parse_known_args(self, args=None, namespace=None):
@@ -114,6 +120,28 @@ def check_config_keys(config_path: str) -> None:
             hints.append(f"{key!r}" + (f" (did you mean {close[0]!r}?)" if close else ""))
         raise SystemExit(f"error in {config_path}: unknown config keys: {', '.join(hints)}. "
                          "Run `arc-trl train --help` for the list of keys.")
+    if quoted := quoted_numbers(config):
+        raise SystemExit(f"error in {config_path}: wrong value types:\n  " + "\n  ".join(quoted))
+
+
+def quoted_numbers(config: dict) -> list[str]:
+    """Our keys (ArcScriptArguments, ArcConfig) whose YAML value is text where a number or a boolean is meant:
+    argparse would convert `max_turns: "2"` silently, as it does a command-line flag."""
+    import typing
+
+    from arc_trl.config_types import accepts, type_name
+
+    problems = []
+    for cls in CONFIG_CLASSES[:2]:
+        hints = typing.get_type_hints(cls)
+        for f in dataclasses.fields(cls):
+            value = config.get(f.name)
+            wanted = hints.get(f.name)
+            if not isinstance(value, str) or accepts(wanted, value) or "str" in type_name(wanted):
+                continue
+            hint = " (PyYAML reads 1e-3 without a dot as text: write 1.0e-3)" if "e" in value.lower() else ""
+            problems.append(f"{f.name}: got {value!r} (text), expected {type_name(wanted)}: write it unquoted{hint}")
+    return problems
 
 
 def resolved_config(script: ArcScriptArguments, arc: ArcConfig, args: GRPOConfig, model_args: ModelConfig) -> dict:
@@ -150,19 +178,35 @@ def load_tokenizer(model_args: ModelConfig, chat_template: str = "auto", trust_r
     return tokenizer, choice
 
 
-def build_datasets(script: ArcScriptArguments, arc: ArcConfig, tokenizer, seed: int):
-    """The training and evaluation datasets (None without eval_dataset) the script's keys select."""
-    from arc_trl.data import build_dataset, load_template
+def load_run_tasks(script: ArcScriptArguments) -> tuple[list, list | None]:
+    """The training tasks (`dataset`, `task_ids`) and the held-out ones (`eval_dataset`, None without), or one line
+    naming the key and what is wrong (a bad cell, a folder without tasks, an unknown id): before any model loads."""
     from arc_trl.tasks import load_tasks
 
+    def load(key: str, spec: str, ids: list[str] | None) -> list:
+        try:
+            return load_tasks(spec, ids=ids)
+        except LookupError as exc:
+            raise SystemExit(f"error: task_ids: {exc}") from exc
+        except (OSError, ValueError) as exc:  # TaskValidationError is a ValueError
+            raise SystemExit(f"error: {key} {spec}: {exc}") from exc
+
+    train = load("dataset", script.dataset, script.task_ids)
+    return train, load("eval_dataset", script.eval_dataset, None) if script.eval_dataset else None
+
+
+def build_datasets(script: ArcScriptArguments, arc: ArcConfig, tokenizer, seed: int,
+                   tasks: tuple[list, list | None] | None = None):
+    """The training and evaluation datasets (None without eval_dataset) the script's keys select (`tasks`: those
+    `load_run_tasks` loaded already)."""
+    from arc_trl.data import build_dataset, load_template
+
     template = load_template(script.prompt_template, arc.agent_mode) if script.prompt_template else None
+    train_tasks, eval_tasks = tasks if tasks is not None else load_run_tasks(script)
 
     def make(spec: str, augment: bool, training: bool):
         # task_ids / max_tasks select training tasks; the eval set is capped by eval_max_tasks in the callback
-        try:
-            tasks = load_tasks(spec, ids=script.task_ids if training else None)
-        except LookupError as exc:
-            raise SystemExit(f"error: task_ids: {exc}") from exc
+        tasks = train_tasks if training else eval_tasks
         dataset = build_dataset(
             tasks,
             arc.agent_mode,
@@ -255,6 +299,8 @@ def summarise(trainer, started: float) -> dict:
         "checkpoint": get_last_checkpoint(trainer.args.output_dir) if os.path.isdir(trainer.args.output_dir) else None,
         "rollouts": rollouts if os.path.isdir(rollouts) else None,
         "collapse_rollbacks": getattr(trainer, "collapse_rollbacks", 0),
+        # async_rollouts: 1: background rollouts dropped in the run (stale, other rows, failed, discarded), in all
+        "async_dropped_rollouts": getattr(getattr(trainer, "async_rollouts", None), "dropped", None),
         "last_log": history[-1] if history else None,
         "step_end_unix": [round(t, 3) for t in getattr(getattr(trainer, "step_budget", None), "step_ends", [])],
         "per_step": [  # each logged step's time budget, memory and sampler/trainer gap (layouts compare these)
@@ -301,19 +347,13 @@ def format_step_budget(summary: dict) -> str:
     return line
 
 
-def main(argv: list[str] | None = None) -> dict | None:
-    script, arc, args, model_args = parse_config(argv)
-    if script.check_config:
-        print(json.dumps(resolved_config(script, arc, args, model_args), indent=2, default=str))
-        return None
-
-    from trl import get_peft_config
-
-    from arc_trl.trainer import ArcGRPOTrainer
-
-    started = time.time()
+def prepare(script: ArcScriptArguments, arc: ArcConfig, args: GRPOConfig, model_args: ModelConfig):
+    """The tokenizer, its template choice and the datasets, each failure one line naming its key: the tasks first
+    (no model needed), then the tokenizer (the model's folder or hub id), the prompts within `max_prompt_tokens` and
+    enough of them for a generation batch. `--check_config true` runs this too (a preflight), then stops."""
+    tasks = load_run_tasks(script)
     tokenizer, template_choice = load_tokenizer(model_args, script.chat_template, args.trust_remote_code)
-    train_dataset, eval_dataset = build_datasets(script, arc, tokenizer, args.seed)
+    train_dataset, eval_dataset = build_datasets(script, arc, tokenizer, args.seed, tasks)
     prompts_per_step = args.generation_batch_size // args.num_generations
     if len(train_dataset) < prompts_per_step:
         raise SystemExit(
@@ -321,6 +361,26 @@ def main(argv: list[str] | None = None) -> dict | None:
             f"{prompts_per_step} distinct prompts (generation_batch_size {args.generation_batch_size} / "
             f"num_generations {args.num_generations}); use more tasks or a smaller per_device_train_batch_size"
         )
+    return tokenizer, template_choice, train_dataset, eval_dataset
+
+
+def main(argv: list[str] | None = None) -> dict | None:
+    script, arc, args, model_args = parse_config(argv)
+    started = time.time()
+    tokenizer, template_choice, train_dataset, eval_dataset = prepare(script, arc, args, model_args)
+    if script.check_config:
+        print(json.dumps(resolved_config(script, arc, args, model_args), indent=2, default=str))
+        held_out = f", {len(eval_dataset)} held-out" if eval_dataset is not None else ""
+        cap = script.max_prompt_tokens or "(no cap)"
+        print(f"[arc-trl] preflight passed: {len(train_dataset)} training prompts{held_out} from {script.dataset} "
+              f"within max_prompt_tokens {cap}; model {model_args.model_name_or_path}'s tokenizer loaded (chat "
+              f"template: {template_choice})", file=sys.stderr)  # stdout: the resolved values alone (JSON)
+        return None
+
+    from trl import get_peft_config
+
+    from arc_trl.trainer import ArcGRPOTrainer
+
     print(f"[arc-trl] {len(train_dataset)} training prompts from {script.dataset}; chat template: {template_choice}")
     args.model_init_kwargs = {**model_init_kwargs(model_args, args.trust_remote_code), **(args.model_init_kwargs or {})}
     model = model_args.model_name_or_path

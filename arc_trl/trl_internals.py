@@ -25,7 +25,9 @@ TRL or vLLM upgrade is checked in this file (and its two module-level patches, b
   that each sync runs vLLM's layerwise reload on `model_executor.driver_worker.model_runner.get_model()` (the runner
   TRL loads through; vLLM 0.26 and 0.31, V1 and V2 runners);
 - `stream_clients`: this process's own `VLLMClient`s for per-request generation, one pinned to each data-parallel
-  engine of the server, kept on the trainer (`_arc_stream_clients`);
+  engine of the server, kept on the trainer (`_arc_stream_clients`), each request bounded (`request_timeout_s`);
+- `bounded_server_client`: the name `VLLMClient` in `trl.generation.vllm_generation`, replaced while
+  `GRPOTrainer.__init__` builds its server client, by the subclass whose requests have deadlines;
 - `engine_prompt`: vLLM's `LLM._preprocess_cmpl_one`, how `LLM.generate` renders a token prompt;
 - `seed_colocated_sampling`: the process-wide RNGs that vLLM's worker start seeds with TRL's engine seed, and that an
   in-process engine samples from;
@@ -320,37 +322,68 @@ DATA_PARALLEL_RANK_HEADER = "X-data-parallel-rank"  # vLLM's OpenAI server: serv
 def server_engines(client) -> int:
     """How many data-parallel engines the vLLM server behind `client` runs (its `/server_info`; 1 when it says
     nothing)."""
+    from arc_trl.vllm_server_client import ServerUnresponsive
+
     try:
         parallel = client.get_server_info().get("parallel_config") or {}
+    except ServerUnresponsive:  # no answer at all: the error names the server and its log
+        raise
     except Exception:  # noqa: BLE001 - a server without the dev endpoints: one engine is the safe reading
         return 1
     return max(1, int(parallel.get("data_parallel_size") or 1))
+
+
+def request_timeout_s(trainer) -> float:
+    """The deadline of each request to the trainer's vLLM server (`ArcConfig.vllm_request_timeout_s`)."""
+    from arc_trl import defaults
+
+    arc = getattr(trainer, "arc_config", None)
+    return float(getattr(arc, "vllm_request_timeout_s", defaults.VLLM_REQUEST_TIMEOUT_S))
 
 
 def stream_clients(trainer) -> list:
     """This process's own `VLLMClient`s for per-request generation, one per data-parallel engine of the student
     server, each pinned to its engine (vLLM's `X-data-parallel-rank` header on every request of its session); kept
     on the trainer (`_arc_stream_clients`). TRL makes one client, on the main process only, for its gathered
-    generate and the weight sync; these only send generation requests."""
+    generate and the weight sync; these only send generation requests, each bounded by `vllm_request_timeout_s`
+    (arc_trl/vllm_server_client.py: one pooled connection per concurrent request)."""
     clients = getattr(trainer, "_arc_stream_clients", None)
     if clients is None:
-        from requests.adapters import HTTPAdapter
-        from trl.generation.vllm_client import VLLMClient
+        from arc_trl.vllm_server_client import bounded_client
 
         vg = trainer.vllm_generation
         base_url = vg.server_base_url or f"http://{vg.server_host}:{vg.server_port}"
+        timeout_s = request_timeout_s(trainer)
         clients = []
-        engine_count = server_engines(VLLMClient(base_url=base_url, connection_timeout=vg.server_timeout))
+        engine_count = server_engines(bounded_client(base_url, timeout_s, vg.server_timeout))
         for engine in range(engine_count):
-            client = VLLMClient(base_url=base_url, connection_timeout=vg.server_timeout)
-            retries = client.session.adapters["http://"].max_retries
-            for prefix in ("http://", "https://"):  # one pooled connection per concurrent request
-                client.session.mount(prefix, HTTPAdapter(max_retries=retries, pool_maxsize=256))
+            client = bounded_client(base_url, timeout_s, vg.server_timeout, pool_maxsize=256)
             if engine_count > 1:
                 client.session.headers[DATA_PARALLEL_RANK_HEADER] = str(engine)
             clients.append(client)
         trainer._arc_stream_clients = clients
     return clients
+
+
+@contextmanager
+def bounded_server_client(timeout_s: float | None):
+    """Within: the `VLLMClient` that TRL's `VLLMGeneration._init_vllm` builds in server mode (inside
+    `GRPOTrainer.__init__`: the client of TRL's gathered generate and of the weight push) is the bounded subclass of
+    arc_trl/vllm_server_client.py, each request waiting at most `timeout_s` (`vllm_request_timeout_s`). TRL builds it
+    by the name `VLLMClient` of its module, which is replaced for the block. A no-op for None (no server)."""
+    if timeout_s is None:
+        yield
+        return
+    import trl.generation.vllm_generation as vllm_generation
+
+    from arc_trl.vllm_server_client import bounded_client_class
+
+    client_class = vllm_generation.VLLMClient
+    vllm_generation.VLLMClient = bounded_client_class(timeout_s)
+    try:
+        yield
+    finally:
+        vllm_generation.VLLMClient = client_class
 
 
 # --------------------------------------------------------------------------------------------- vLLM

@@ -3,6 +3,9 @@
     python benchmarks/multigpu_drills.py --model /tmp/arc-gpu/qwen3-0.6b --gpus 2,3 --out drills.json [--only NAME]
 
 - student-server-killed: the student's `trl vllm-serve` SIGKILLed while a step generates (server mode, 1 + 1 GPUs);
+- student-server-stopped: the same server SIGSTOPped (its whole process group: it accepts connections and answers
+  nothing, a hung server), the run with `--vllm_request_timeout_s 60`: the trainer must fail naming the server and
+  its log within the deadline, and the runner stop the stopped server (its CPU drill: benchmarks/hung_server_drill.py);
 - teacher-server-killed: the teacher's `vllm serve` SIGKILLed mid-run (colocated student, teacher server);
 - trainer-rank-killed: trainer rank 1 of two SIGKILLed (colocated data parallel on both GPUs);
 - port-taken: the student server's port already held; master-port-taken: accelerate's 29500 held (two colocated
@@ -33,6 +36,7 @@ SMALL = ["--max_steps", "200", "--max_turns", "2", "--max_tokens_per_turn", "64"
          "--vllm_max_model_length", "6144", "--max_prompt_tokens", "4096",
          "--async_rollouts", "0"]  # the drills ran synchronously (the server config is asynchronous since machine 6)
 SERVER = "configs/qwen3-8b-2gpu-server.yaml"
+STOPPED_TIMEOUT_S = 60  # student-server-stopped: the run's vllm_request_timeout_s
 COLOCATE = "configs/qwen3-8b-2gpu-colocate.yaml"
 
 
@@ -41,6 +45,8 @@ def drill_args(name: str, model: str, port: int | None = None) -> tuple[str, lis
     small = ["--model_name_or_path", model, *SMALL, "--output_dir", f"/tmp/arc-gpu/drills/{name}"]
     if name == "student-server-killed":
         return SERVER, ["--auto-ports"], small
+    if name == "student-server-stopped":
+        return SERVER, ["--auto-ports"], [*small, "--vllm_request_timeout_s", str(STOPPED_TIMEOUT_S)]
     if name == "port-taken":
         return SERVER, [], [*small, "--vllm_server_base_url", f"http://127.0.0.1:{port}"]
     if name == "teacher-server-killed":
@@ -89,7 +95,7 @@ def gpu_used_mib(gpus: list[str]) -> dict[str, int]:
 
 def target_pid(name: str, log: Path) -> int | None:
     """The process the drill kills: a server's pid as the runner printed it, or trainer rank 1."""
-    if name in ("student-server-killed", "teacher-server-killed"):
+    if name in ("student-server-killed", "student-server-stopped", "teacher-server-killed"):
         role = "student-vllm" if name.startswith("student") else "teacher-vllm"
         for line in log.read_text(errors="replace").splitlines():
             if f"started {role} (pid " in line:
@@ -140,6 +146,9 @@ def run_drill(name: str, model: str, gpus: list[str], work: Path, step_timeout_s
             if not stepped or pid is None or process.poll() is not None:
                 result["error"] = ("no step logged before the kill" if not stepped else
                                    "no target process" if pid is None else "the run had ended before the kill")
+            elif name == "student-server-stopped":  # the server and its engine processes (its own process group)
+                os.killpg(os.getpgid(pid), signal.SIGSTOP)
+                killed_at = time.monotonic()
             else:
                 os.kill(pid, signal.SIGKILL)
                 killed_at = time.monotonic()
@@ -159,6 +168,7 @@ def run_drill(name: str, model: str, gpus: list[str], work: Path, step_timeout_s
     after = gpu_used_mib(gpus)
     text = log.read_text(errors="replace").splitlines()
     said = [line for line in text if "[run_with_servers]" in line and ("error" in line or "exited" in line)]
+    said += [line for line in text if "ServerUnresponsive" in line][-1:]  # the trainer's error naming the server
     result.update({
         "exit_code": code,
         "stopped_s": round(stopped - (killed_at or started), 1),
@@ -181,8 +191,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--out", type=Path, required=True)
     parser.add_argument("--only", help="comma-separated drills")
     args = parser.parse_args(argv)
-    names = ["port-taken", "master-port-taken", "student-server-killed", "teacher-server-killed",
-             "trainer-rank-killed"]
+    names = ["port-taken", "master-port-taken", "student-server-killed", "student-server-stopped",
+             "teacher-server-killed", "trainer-rank-killed"]
     if args.only:
         names = [n for n in names if n in args.only.split(",")]
     results = []

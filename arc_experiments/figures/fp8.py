@@ -198,6 +198,7 @@ def layout_rows(multigpu: Path) -> list[dict[str, Any]]:
 
 
 SYNC_CHECKS = {"fp8_sync_check.json": "fp8 weights, hook", "fp8_sync_check_kv.json": "fp8 weights + fp8 kv, hook",
+               "fp8_sync_check_server.json": "fp8 weights, the server's push",
                "fp8_sync_no_hook.json": "fp8 weights, TRL's plain sync (expected to fail)"}
 
 

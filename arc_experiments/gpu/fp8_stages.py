@@ -80,12 +80,15 @@ def write_rollout_record(ctx: Context, name: str, flags: list[str], exit_code: i
 
 def fp8_sync(ctx: Context) -> int:
     """The FP8 engine follows the new weights after a sync (benchmarks/fp8_sync_check.py, random qwen3-0.6b shape):
-    FP8 weights, FP8 weights + KV cache, and TRL's plain sync without the hook (expected to fail, recorded)"""
+    FP8 weights, FP8 weights + KV cache, the server's push, and TRL's plain sync without the hook (expected to fail,
+    recorded)"""
     check = [PY, "benchmarks/fp8_sync_check.py"]
     limit = 540  # three engines a run, each compiling and capturing CUDA graphs on the 0.6B shape
     codes = [run(ctx, "fp8-sync", limit, [*check, "--out", str(ctx.out / "fp8_sync_check.json")]),  # what counts first
              run(ctx, "fp8-sync-kv", limit, [*check, "--kv-cache-dtype", "fp8", "--out",
-                                           str(ctx.out / "fp8_sync_check_kv.json")])]
+                                           str(ctx.out / "fp8_sync_check_kv.json")]),
+             run(ctx, "fp8-sync-server", limit, [*check, "--server", "--out",
+                                               str(ctx.out / "fp8_sync_check_server.json")])]
     plain = run(ctx, "fp8-sync-no-hook", limit, [*check, "--no-hook", "--out", str(ctx.out / "fp8_sync_no_hook.json")])
     if plain == 0 and not ctx.dry_run:
         print("fp8-sync-no-hook passed: the plain sync was expected to fail (see its JSON)", flush=True)

@@ -10,6 +10,7 @@ data.
 
 from __future__ import annotations
 
+import sys
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -60,6 +61,12 @@ def main(argv: list[str] | None = None):
 
     parser = TrlParser((SftArguments, SFTConfig, ModelConfig))
     sft_args, args, model_args = parser.parse_args_and_config(argv)
+    from arc_trl.model_path import missing_model_folder
+
+    if problem := missing_model_folder(str(model_args.model_name_or_path)):  # one line, no hub call for a path
+        given = list(sys.argv[1:] if argv is None else argv)
+        where = f" in {given[given.index('--config') + 1]}" if "--config" in given[:-1] else ""
+        raise SystemExit(f"error{where}: {problem}")
     tokenizer = AutoTokenizer.from_pretrained(model_args.model_name_or_path)
     resolve_chat_template(tokenizer, sft_args.chat_template)
     template = load_template(sft_args.prompt_template, sft_args.agent_mode) if sft_args.prompt_template else None

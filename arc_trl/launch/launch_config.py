@@ -67,7 +67,8 @@ def gpu_split(config: dict) -> GpuSplit:
     student, teacher = needs_student_server(config), needs_teacher_server(config)
     split = GpuSplit(
         vllm=_count(config, "vllm_gpus", 1 if student else 0),
-        trainer=_count(config, "trainer_gpus", LAUNCH_DEFAULTS["trainer_gpus"]),
+        # use_cpu: true trains on the CPU: no GPU for the trainer unless the config gives it some
+        trainer=_count(config, "trainer_gpus", 0 if config.get("use_cpu") is True else LAUNCH_DEFAULTS["trainer_gpus"]),
         teacher=_count(config, "teacher_gpus", 1 if teacher else 0),
     )
     if split.vllm and not student:

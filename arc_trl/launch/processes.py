@@ -28,10 +28,13 @@ def start(command: list[str], env: dict[str, str], stdout: IO | int | None = Non
 
 
 def stop(process: subprocess.Popen, grace_s: float = 30.0) -> None:
-    """SIGTERM the process group, SIGKILL it after `grace_s`; also reaps workers left by an exited leader."""
+    """SIGTERM the process group, SIGKILL it after `grace_s`; also reaps workers left by an exited leader. A stopped
+    group (SIGSTOP, a debugger) gets SIGCONT after the SIGTERM, so that it handles it now, not after `grace_s`."""
     for sig, wait_s in ((signal.SIGTERM, grace_s), (signal.SIGKILL, 10.0)):
         with contextlib.suppress(ProcessLookupError, PermissionError):
             os.killpg(process.pid, sig)
+            if sig == signal.SIGTERM:
+                os.killpg(process.pid, signal.SIGCONT)
         try:
             process.wait(timeout=wait_s)
             if sig == signal.SIGTERM:

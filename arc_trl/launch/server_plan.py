@@ -22,6 +22,7 @@ TRAIN_SCRIPT = REPO_ROOT / "scripts" / "train.py"
 DEFAULT_VLLM_SERVER_PORT = 8000
 DEFAULT_VLLM_GROUP_PORT = 51216  # GRPOConfig.vllm_group_port: the NCCL weight-sync group's rendezvous
 DEFAULT_MAIN_PROCESS_PORT = 29500  # accelerate / torchrun's rendezvous (MASTER_PORT) with several processes
+DEFAULT_SEED = 42  # TrainingArguments.seed: the student server samples with the training seed (vLLM's own is 0)
 LOCAL_HOSTS = {"localhost", "127.0.0.1", "0.0.0.0", "::1", ""}
 HEALTH_PATH = "/health"  # vLLM's OpenAI server (what `trl vllm-serve` runs since TRL 1.x, and what VLLMClient polls)
 
@@ -131,6 +132,11 @@ def _student_server(config: dict, gpus: list[str] | None, port: int, split: GpuS
                "--data-parallel-size", str(split.vllm // tensor_parallel),
                "--tensor-parallel-size", str(tensor_parallel), "--port", str(port)]
     given = shlex.split(str(config.get("vllm_server_args") or ""))
+    if not any(arg == "--seed" or arg.startswith("--seed=") for arg in given):
+        # vLLM's default seed is 0 whatever the training seed: every seed of a server-layout comparison would sample
+        # from one stream (the colocated engine's was fixed the same way: trl_internals.seed_colocated_sampling)
+        seed = config.get("seed")
+        command += ["--seed", str(DEFAULT_SEED if seed is None else int(seed))]
     try:  # FP8 rollouts (arc_trl/fp8_rollout.py): the server's vLLM quantizes again at each weight transfer itself
         command += server_args(str(config.get("vllm_rollout_dtype") or "bf16"),
                                str(config.get("vllm_kv_cache_dtype") or "auto"), given)
@@ -194,7 +200,7 @@ PLAN_KEYS = (  # the training keys the plan reads: a `--key value` on the comman
     "model_name_or_path", "teacher_model", "use_vllm", "vllm_mode", "vllm_server_base_url", "vllm_server_port",
     "vllm_group_port", "vllm_tensor_parallel_size", "teacher_backend", "teacher_server_url", "trainer_gpus",
     "vllm_gpus", "teacher_gpus", "accelerate_config", "vllm_server_args", "teacher_server_args",
-    "server_startup_timeout", "output_dir", "vllm_rollout_dtype", "vllm_kv_cache_dtype",
+    "server_startup_timeout", "output_dir", "vllm_rollout_dtype", "vllm_kv_cache_dtype", "seed",
 )
 BOOLEAN_PLAN_KEYS = ("use_vllm",)
 

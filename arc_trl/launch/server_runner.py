@@ -5,7 +5,8 @@
 2. start the student server (`trl vllm-serve`) and/or the teacher server (`vllm serve`), logs in
    `<output_dir>/server_logs/`, and wait for their health endpoints,
 3. run `accelerate launch ... scripts/train.py --config CONFIG [extra args]` with its output on our stdout and in
-   `<output_dir>/server_logs/trainer.log`,
+   `<output_dir>/server_logs/trainer.log`, each server's log named in its environment (`ARC_TRL_SERVER_LOGS`: a
+   server that stops answering is named in the trainer's error with its log),
 4. stop every process at the end, also on failure, on a crashed server or trainer rank, on SIGTERM (HTCondor) or
    Ctrl-C; a failure names the process and the last lines of its log.
 """
@@ -13,6 +14,7 @@
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import subprocess
 import sys
@@ -27,7 +29,16 @@ import yaml
 
 from arc_trl.launch.processes import Terminated, signals_as_exceptions, start, stop
 from arc_trl.launch.run_state import FINISHED, RESUMABLE, run_state
-from arc_trl.launch.server_plan import TRAIN_SCRIPT, LaunchPlan, PlanError, ProcessSpec, build_plan, port_in_use
+from arc_trl.launch.server_plan import (
+    HEALTH_PATH,
+    TRAIN_SCRIPT,
+    LaunchPlan,
+    PlanError,
+    ProcessSpec,
+    build_plan,
+    port_in_use,
+)
+from arc_trl.vllm_server_client import SERVER_LOGS_ENV
 
 PREFIX = "[run_with_servers]"
 
@@ -177,7 +188,11 @@ def run_plan(plan: LaunchPlan, log_dir: Path, config_env: dict | None = None,
             log_dir.mkdir(parents=True, exist_ok=True)
             trainer_log = log_dir / "trainer.log"
             log = open(trainer_log, "ab")  # noqa: SIM115  closed by the copying thread at the output's end
-            trainer = start(plan.trainer.command, process_env(plan.trainer, config_env), stdout=subprocess.PIPE)
+            # the trainer names a server that stops answering with its log (arc_trl/vllm_server_client.py)
+            logs = {spec.health_url.removesuffix(HEALTH_PATH): str(log.resolve()) for spec, _, log in servers
+                    if spec.health_url}
+            trainer_env = {**process_env(plan.trainer, config_env), SERVER_LOGS_ENV: json.dumps(logs)}
+            trainer = start(plan.trainer.command, trainer_env, stdout=subprocess.PIPE)
             started.append(trainer)
             copier = _tee(trainer.stdout, log)
             while (code := trainer.poll()) is None:

@@ -1,54 +1,19 @@
 """A teacher on its own vLLM server, scored through the OpenAI completions endpoint with `prompt_logprobs`.
 
-Scoring reuses TRL's `VLLMClient.get_sequence_logprobs`. Requests carry a timeout and are retried a bounded number
-of times; then `TeacherUnavailableError` stops the run with a message saying how to resume (the last checkpoint
-holds the state). `submit` runs requests on a background thread so they overlap with generation.
+Scoring reuses TRL's `VLLMClient.get_sequence_logprobs`. Requests carry a timeout (`teacher_timeout_s`, also the wait
+for the server at start: arc_trl/vllm_server_client.py) and are retried a bounded number of times; then
+`TeacherUnavailableError` stops the run with a message saying how to resume (the last checkpoint holds the state).
+`submit` runs requests on a background thread so they overlap with generation.
 """
 
 from __future__ import annotations
 
 import math
-import re
 import time
 from concurrent.futures import Future, ThreadPoolExecutor
-from functools import partial
 
 from arc_trl.teacher.base import TeacherUnavailableError
-
-
-def _bounded_client(base_url: str, timeout_s: float):
-    """TRL's `VLLMClient` whose every request, the first connection included, is bounded by `timeout_s`.
-
-    `VLLMClient.__init__` polls /health with `requests.get` (no timeout: a hung server hangs it) and then reads
-    /v1/models through a session whose urllib3 retries back off for about a minute. We override its `check_server`
-    hook, which `__init__` calls before any other request, to set the session up first (a timeout on every request,
-    no hidden retries: `ServerTeacher.score` does its own bounded retries) and to poll /health until `timeout_s`.
-    """
-    import requests
-    from requests.adapters import HTTPAdapter
-    from trl.generation.vllm_client import VLLMClient
-
-    class BoundedVLLMClient(VLLMClient):
-        def check_server(self, total_timeout: float = 0.0, retry_interval: float = 1.0) -> None:
-            for prefix in ("http://", "https://"):
-                self.session.mount(prefix, HTTPAdapter(max_retries=0, pool_maxsize=8))
-            self.session.request = partial(self.session.request, timeout=timeout_s)
-            url = f"{self.base_url}/health"
-            deadline = time.monotonic() + timeout_s
-            while True:
-                try:
-                    response = self.session.get(url, timeout=max(deadline - time.monotonic(), 0.1))
-                    if response.status_code == 200:
-                        return
-                    last = f"HTTP {response.status_code}"
-                except requests.RequestException as exc:  # keep the root cause, e.g. "[Errno 111] Connection refused"
-                    errno = re.search(r"\[Errno -?\d+\] [^'\")]+", str(exc))
-                    last = errno.group(0) if errno else type(exc).__name__
-                if time.monotonic() + retry_interval > deadline:
-                    raise ConnectionError(f"{url}: {last}")
-                time.sleep(retry_interval)
-
-    return BoundedVLLMClient(base_url=base_url, connection_timeout=timeout_s)
+from arc_trl.vllm_server_client import bounded_client
 
 
 class ServerTeacher:
@@ -66,7 +31,9 @@ class ServerTeacher:
         self.max_retries = max_retries
         self.batch_size = batch_size
         try:
-            self.client = _bounded_client(base_url, timeout_s)
+            # every request bounded by timeout_s, no hidden retries (score's own are bounded), at most 8 connections
+            self.client = bounded_client(base_url, timeout_s, timeout_key="teacher_timeout_s", retries=False,
+                                         pool_maxsize=8)
         except Exception as exc:  # ConnectionError after the timeout, or a malformed answer
             raise TeacherUnavailableError(
                 f"teacher server at {base_url} is not reachable within teacher_timeout_s={timeout_s:g} s ({exc}). "

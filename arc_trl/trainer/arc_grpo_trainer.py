@@ -29,11 +29,12 @@ from __future__ import annotations
 
 import logging
 
+from transformers import Trainer
 from trl import GRPOConfig, GRPOTrainer
 
 from arc_trl.chat_template import end_of_turn_id
 from arc_trl.collapse.loop import attach_collapse_guard, train_with_guard
-from arc_trl.colocated_engine import claim_rendezvous_port, colocated_engine_extra
+from arc_trl.colocated_engine import claim_rendezvous_port, colocated_engine_extra, rendezvous_port_held
 from arc_trl.config import ArcConfig
 from arc_trl.eval.callback import ArcEvalCallback
 from arc_trl.rollout.arc_rollout import ArcRollout
@@ -54,6 +55,7 @@ from arc_trl.trainer.sampling_mismatch import importance_sampling_ratio
 from arc_trl.trainer.step_timing import StepBudget, StepBudgetCallback, StepClock, TimedPool, timed_method
 from arc_trl.trainer.teacher_term import TEACHER_LOGPS, TeacherTerm, build_teacher
 from arc_trl.trl_internals import (
+    bounded_server_client,
     buffered_micro_batches,
     checkpoint_folder,
     colocated_engine_kwargs,
@@ -139,7 +141,11 @@ class ArcGRPOTrainer(GRPOTrainer):
                                        arc.vllm_kv_cache_memory_gib)
         if colocated:
             claim_rendezvous_port()  # not TRL's 29500, which runs started together on one machine all take
-        with colocated_engine_kwargs(extra):  # FP8 rollouts, a fixed KV cache: TRL's colocated vllm.LLM is built here
+        # FP8 rollouts, a fixed KV cache: TRL's colocated vllm.LLM is built here (its store binds the claimed port, held
+        # till then); a server: TRL's client of it, every request with a deadline (arc_trl/vllm_server_client.py)
+        server = args.use_vllm and args.vllm_mode == "server"
+        with (colocated_engine_kwargs(extra), bounded_server_client(arc.vllm_request_timeout_s if server else None),
+              rendezvous_port_held()):
             super().__init__(
                 model=model,
                 reward_funcs=reward_funcs,
@@ -196,7 +202,10 @@ class ArcGRPOTrainer(GRPOTrainer):
         self.base_learning_rate = args.learning_rate  # the collapse guard's rollbacks scale args.learning_rate from it
         self.collapse_rollbacks = 0  # rollbacks of the last train() call
         self.collapse_guard = attach_collapse_guard(self)  # first in the callbacks; None when collapse_guard is off
-        self.async_rollouts = (AsyncRollouts(arc.async_rollouts, process_agreement(self.accelerator))
+        # a drop at the end of a train() call is logged as an entry of its own (Trainer.log, not GRPOTrainer's, which
+        # would average and clear the metrics of a step that is not running)
+        self.async_rollouts = (AsyncRollouts(arc.async_rollouts, process_agreement(self.accelerator),
+                                             log_drops=lambda logs: Trainer.log(self, logs))
                                if arc.async_rollouts else None)
         seed_colocated_sampling(self, args.seed)  # last: building TRL's colocated engine seeded the RNGs with its own
 

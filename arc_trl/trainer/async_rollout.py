@@ -16,7 +16,7 @@ Step t+1's rows come from a one-step read-ahead over the trainer's own batches (
 `Trainer.get_batch_samples`, which fetches an optimizer step's batches before it trains): the rows trained at each
 step are exactly those the dataloader gave for it, as in a synchronous run; only their sampling is one step older.
 
-Threading: one background thread (`arc-async-rollout`) plays one rollout at a time through a
+Threading: one background daemon thread (`arc-async-rollout`) plays one rollout at a time through a
 `DetachedServerGenerator` (arc_trl/rollout/detached.py): per-request generation, no collective call, no weight push,
 sampling settings frozen when it is built; the raw sandbox pool (not the step clock's timed one, so `time/*` stays
 the training thread's). Every collective stays on the training thread, in the same order on every process: whether
@@ -29,8 +29,10 @@ those jobs (`TeacherTerm.adopt`), so its teacher time is the wait for what is le
 ignored.
 
 Bookkeeping: a rollout is used only for the rows it was launched for and when `0 <= step - version <= max_lag`;
-otherwise it is dropped and counted (`async/dropped_rollouts`, cumulative). A new `train()` call (a resume, the
-collapse guard's rollback) and its end discard the rollout in flight (`attempt`), which is dropped and counted too;
+otherwise it is dropped and counted (`dropped`, the run's total; logged as `async/dropped_rollouts`, the drops since
+the last log). A new `train()` call (a resume, the collapse guard's rollback) and its end discard the rollout in
+flight (`attempt`), which is dropped and counted too; a drop at the end of a `train()` call, after its last step's
+log, is logged at once (`log_drops`: a log entry of its own at that step);
 the in-training evaluation waits for it first (`settle`: no push, no temperature change under a rollout in flight).
 """
 
@@ -41,7 +43,7 @@ import logging
 import threading
 import time
 from collections.abc import Callable, Iterator
-from concurrent.futures import Future, ThreadPoolExecutor
+from concurrent.futures import Future
 from concurrent.futures import wait as wait_for
 from contextlib import contextmanager
 from dataclasses import dataclass, field
@@ -89,11 +91,13 @@ class StepLookahead:
 class AsyncRollouts:
     """At most one rollout in flight, and what happened to each (`history`)."""
 
-    def __init__(self, max_lag: int = 1, agree: Callable[[bool, bool], tuple[bool, bool]] | None = None) -> None:
+    def __init__(self, max_lag: int = 1, agree: Callable[[bool, bool], tuple[bool, bool]] | None = None,
+                 log_drops: Callable[[dict[str, float]], None] | None = None) -> None:
         self.max_lag = max_lag
-        self.failure_timeout_s = 60.0  # how long a failed train() waits for the rollout in flight to stop
+        self.log_drops = log_drops  # logs the drops of a train() call's end (Trainer.log), None: they wait
+        self.failure_timeout_s = 60.0  # how long a failed train(), or close(), waits for the rollout in flight to stop
         self.agree = agree or (lambda usable, failed: (usable, failed))  # -> (all usable, any failed)
-        self.executor = ThreadPoolExecutor(1, thread_name_prefix="arc-async-rollout")
+        self.thread: threading.Thread | None = None  # the rollout's thread (a daemon: never holds up the exit)
         self.lookahead = StepLookahead()
         self.pending: Launched | None = None
         self.taken: Launched | None = None  # the rollout the last `take` used (None: it played the rows itself)
@@ -108,14 +112,25 @@ class AsyncRollouts:
         if self.pending is not None:
             raise RuntimeError("a background rollout is in flight already")
 
-        def run() -> list[Episode]:
-            episodes = play()
-            for ep in episodes:
-                ep.policy_version = version
-            return episodes
+        future: Future = Future()
 
-        self.pending = Launched(rows, version, self.executor.submit(run), cancel,
-                                teacher_jobs if teacher_jobs is not None else [])
+        def run() -> None:
+            if not future.set_running_or_notify_cancel():
+                return
+            try:
+                episodes = play()
+                for ep in episodes:
+                    ep.policy_version = version
+            except BaseException as exc:  # noqa: BLE001  raised by take(), on the training thread
+                future.set_exception(exc)
+            else:
+                future.set_result(episodes)
+
+        # a daemon thread, not a ThreadPoolExecutor's (which the interpreter joins at exit): a rollout blocked on a
+        # server must not keep a failed run from exiting; the requests' deadlines end it (vllm_request_timeout_s)
+        self.thread = threading.Thread(target=run, name="arc-async-rollout", daemon=True)
+        self.pending = Launched(rows, version, future, cancel, teacher_jobs if teacher_jobs is not None else [])
+        self.thread.start()
 
     def take(self, rows: Rows, step: int) -> tuple[list[Episode] | None, dict[str, float]]:
         """The background episodes of `rows` for training step `step` (None: play them now) and the metrics.
@@ -185,10 +200,14 @@ class AsyncRollouts:
             self.discard(trainer.state.global_step, "train() failed", timeout_s=self.failure_timeout_s)
             raise
         self.discard(trainer.state.global_step, "train() ends")
+        if self.log_drops is not None and self.dropped > self.dropped_logged:  # after the last step's log
+            dropped, self.dropped_logged = self.dropped - self.dropped_logged, self.dropped
+            self.log_drops({"async/dropped_rollouts": float(dropped)})
 
     def close(self) -> None:
-        self.discard(None, "closed")
-        self.executor.shutdown(wait=True)
+        """Discard the rollout in flight, waiting at most `failure_timeout_s` for it to stop (a close after a failure
+        must not hang behind a rollout blocked on a server: its thread is a daemon)."""
+        self.discard(None, "closed", timeout_s=self.failure_timeout_s)
 
 
 def process_agreement(accelerator) -> Callable[[bool, bool], tuple[bool, bool]]:

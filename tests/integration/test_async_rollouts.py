@@ -131,7 +131,9 @@ def test_the_next_steps_rollout_plays_while_this_step_trains(tiny_model_dir, tmp
     assert _logged(trainer, "async/policy_lag") == [0.0, 1.0, 1.0]
     assert _logged(trainer, "async/policy_lag_max") == [0.0, 1.0, 1.0]
     assert _logged(trainer, "async/dropped_rollouts") == [0.0, 0.0, 0.0]
-    assert all(w >= 0.0 for w in _logged(trainer, "async/wait_s")) and len(_logged(trainer, "async/wait_s")) == 3
+    # the wait: none at step 0 (nothing launched), and a part of each later step's generate phase, which holds it
+    waits, generate = _logged(trainer, "async/wait_s"), _logged(trainer, "time/generate")
+    assert len(waits) == 3 and waits[0] == 0.0 and all(w <= g for w, g in zip(waits, generate))
     assert trainer.async_rollouts.history == [{"version": 0, "step": 1, "used": True, "reason": None},
                                               {"version": 1, "step": 2, "used": True, "reason": None}]
 
@@ -176,6 +178,9 @@ def test_a_new_train_call_discards_the_rollout_in_flight(tiny_model_dir, tmp_pat
         assert trainer.async_rollouts.history[-1] == {"version": 1, "step": 2, "used": False,
                                                       "reason": "train() ends"}
         assert trainer.async_rollouts.dropped == 1 and trainer.async_rollouts.pending is None
+        # the drop came after step 1's log: logged then, in an entry of its own at step 2
+        assert [e for e in trainer.state.log_history if "async/dropped_rollouts" in e][-1] == {
+            "async/dropped_rollouts": 1.0, "epoch": pytest.approx(trainer.state.epoch), "step": 2}
         resumed.append(True)
         log.events.clear()
         trainer.train(resume_from_checkpoint=str(out / "checkpoint-2"))
@@ -184,7 +189,7 @@ def test_a_new_train_call_discards_the_rollout_in_flight(tiny_model_dir, tmp_pat
     a, b, c, d = TASKS
     assert log.of("push") == [("push", 2, 0, False)]
     assert log.of("trained") == [("trained", 2, [c, c], [2, 2])]  # step 2's rows, sampled by step 2's weights
-    assert _logged(trainer, "async/dropped_rollouts")[-1] == 1.0
+    assert _logged(trainer, "async/dropped_rollouts")[-1] == 0.0  # logged at the first call's end, not again
     assert _logged(trainer, "async/policy_lag")[-1] == 0.0
     assert trainer.async_rollouts.dropped == 1  # nothing was in flight at the end (step 2 is the last)
 

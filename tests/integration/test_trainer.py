@@ -32,8 +32,9 @@ def test_check_config_prints_resolved_values_without_training(tiny_model_dir, tm
     assert not (tmp_path / "run").exists()
 
 
-def test_make_demo_runs_grpo_opd_with_checkpoints_and_rollouts(capsys):
-    """`make demo`'s training command (read from the Makefile) is a valid config: OPD on, checkpoints, rollouts."""
+def test_make_demo_runs_grpo_opd_with_checkpoints_and_rollouts(tiny_model_dir, capsys):
+    """`make demo`'s training command (read from the Makefile) is a valid config: OPD on, checkpoints, rollouts (the
+    preflight loads its model's tokenizer: the student the demo's SFT step makes, here the tiny model)."""
     import shlex
 
     root = Path(CONFIG).parents[1]
@@ -43,7 +44,7 @@ def test_make_demo_runs_grpo_opd_with_checkpoints_and_rollouts(capsys):
     cwd = os.getcwd()
     os.chdir(root)  # the Makefile's paths are relative to the repository root
     try:
-        assert main([*shlex.split(command), "--check_config", "true"]) is None
+        assert main([*shlex.split(command), "--check_config", "true", "--model_name_or_path", str(tiny_model_dir)]) is None
     finally:
         os.chdir(cwd)
     out = capsys.readouterr().out

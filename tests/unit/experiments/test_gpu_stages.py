@@ -401,7 +401,8 @@ def test_fp8_stages_measure_each_rollout_precision_on_the_same_recipe_and_each_s
     assert all("--benchmark_full_turns true" in c and "--max_steps 3" in c for c in runs)
     checks = [c for c in joined if "benchmarks/fp8_sync_check.py" in c]
     # the hook's checks first (what counts, should the machine be taken back), the plain sync's expected failure last
-    assert len(checks) == 3 and "--no-hook" in checks[2] and "--kv-cache-dtype fp8" in checks[1]
+    assert len(checks) == 4 and "--no-hook" in checks[3] and "--kv-cache-dtype fp8" in checks[1]
+    assert "--server" in checks[2] and checks[2].endswith("fp8_sync_check_server.json")  # the server's push
     assert not any(flag in checks[0] for flag in ("--no-hook", "--kv-cache-dtype"))
     arms = [c for c in joined if "-m arc_trl serve" in c]
     assert len(arms) == 6 and all("--gpus 0" in c for c in arms)

@@ -79,9 +79,13 @@ def test_every_run_parses_as_arc_trl_train_would(runs, tmp_path):
 
     from arc_trl.train_entry import parse_config
 
+    model = tmp_path / "model"  # the GPU machine's student folder (/tmp/arc-gpu/...) stands in here
+    model.mkdir()
+    (model / "config.json").write_text("{}")
     for group, configs in runs.items():
         for name, config in configs.items():
             path = tmp_path / f"{group}-{name}.yaml"
             path.write_text(yaml.safe_dump(config))
-            _, arc, args, _ = parse_config(["--config", str(path), "--bf16", "false", "--use_cpu", "true"])
+            _, arc, args, _ = parse_config(["--config", str(path), "--bf16", "false", "--use_cpu", "true",
+                                            "--model_name_or_path", str(model)])
             assert (arc.teacher_tau, args.learning_rate) == (config["teacher_tau"], config["learning_rate"])

@@ -107,6 +107,9 @@ def test_default_resources_follow_the_gpu_split():
     assert gpu_split(colocate).total == 1
     with pytest.raises(ValueError, match="vllm_gpus=2 but no student server"):
         gpu_split({**colocate, "vllm_gpus": 2})
+    cpu = {"use_cpu": True, "use_vllm": True, "vllm_mode": "colocate"}  # configs/tiny-cpu.yaml: no GPU asked for
+    assert gpu_split(cpu).total == 0 and condor.default_resources(cpu).gpus == 0
+    assert gpu_split({**cpu, "trainer_gpus": 1}).total == 1  # the config's own count stands
 
 
 # ---------------------------------------------------------------------------------------------------------------
@@ -233,7 +236,7 @@ def test_wrapper_dry_run_plan_for_the_four_gpu_layout(tmp_path):
     assert lines[1:] == [
         "[student-vllm] CUDA_VISIBLE_DEVICES=0,1",
         (f"    {bin_dir}/trl vllm-serve --model Qwen/Qwen3-8B --data-parallel-size 2 --tensor-parallel-size 1 "
-         "--port 8000 --max_model_len 12000"),
+         "--port 8000 --seed 42 --max_model_len 12000"),
         "    health: http://127.0.0.1:8000/health",
         "[trainer] CUDA_VISIBLE_DEVICES=2",
         f"    {bin_dir}/accelerate launch --num_processes 1 {REPO}/scripts/train.py --config {config} --max_steps 5",
@@ -276,6 +279,21 @@ def test_plan_variants_and_errors(tmp_path):
         build_plan({**FOUR_GPU, "teacher_backend": "base"}, path, list("0123"))
 
 
+def test_the_student_server_samples_with_the_training_seed(tmp_path):
+    """vLLM serves with seed 0 unless told: every seed of a server layout sampled the same stream."""
+    path = tmp_path / "c.yaml"
+
+    def seed_of(config: dict, train_args: list[str] | None = None) -> list[str]:
+        command = build_plan(config, path, list("0123"), train_args=train_args).servers[0].command
+        return [command[i + 1] for i, arg in enumerate(command) if arg == "--seed"] + [
+            arg for arg in command if arg.startswith("--seed=")]
+
+    assert seed_of({**FOUR_GPU, "seed": 1}) == ["1"] and seed_of({**FOUR_GPU, "seed": 2}) == ["2"]
+    assert seed_of(FOUR_GPU) == ["42"]  # TrainingArguments' default, as the trainer's
+    assert seed_of({**FOUR_GPU, "seed": 1}, ["--seed", "3"]) == ["3"]  # the command line wins, as in the trainer
+    assert seed_of({**FOUR_GPU, "vllm_server_args": "--seed=7"}) == ["--seed=7"]  # the server's own, once
+
+
 def test_wrapper_resume_skips_finished_and_resumes_latest(tmp_path, capsys):
     out = tmp_path / "out"
     config = write_config(tmp_path, {"learning_rate": 1e-5, "output_dir": str(out)})
@@ -297,11 +315,12 @@ def test_plan_defaults_match_trl():
 
     from arc_trl.config import ArcConfig
     from arc_trl.launch.launch_config import LAUNCH_DEFAULTS, known_config_keys
-    from arc_trl.launch.server_plan import DEFAULT_VLLM_SERVER_PORT
+    from arc_trl.launch.server_plan import DEFAULT_SEED, DEFAULT_VLLM_SERVER_PORT
     from arc_trl.script_args import ArcScriptArguments
 
     grpo = {f.name: f.default for f in GRPOConfig.__dataclass_fields__.values()}
     assert grpo["vllm_server_port"] == DEFAULT_VLLM_SERVER_PORT and grpo["vllm_mode"] == "colocate"
+    assert grpo["seed"] == DEFAULT_SEED
     assert grpo["use_vllm"] is False and grpo["vllm_tensor_parallel_size"] == 1
     # scripts/train.py accepts the launch keys (and ignores them): script-side fields with the launchers' defaults,
     # never keys of the trainer's ArcConfig; the sweep's key check knows them
@@ -482,6 +501,40 @@ def test_a_failed_trainer_is_named_with_its_log(tmp_path):
     log = tmp_path / "logs" / "trainer.log"
     assert log.exists() and f"trainer exited with code 3; last lines of {log}" in lines[-1]
     assert not alive(int((tmp_path / "server.pid").read_text()))
+
+
+def test_the_trainer_is_told_where_each_server_logs(tmp_path):
+    """A server that stops answering is named in the trainer's error with its log (arc_trl/vllm_server_client.py):
+    the runner tells the trainer where each server's log is, by the server's base URL."""
+    import json
+
+    from arc_trl.vllm_server_client import SERVER_LOGS_ENV
+
+    plan, _ = fake_plan(tmp_path, trainer_mode="0")
+    dump = tmp_path / "env.py"
+    dump.write_text(f"import os, pathlib; pathlib.Path({str(tmp_path / 'env.json')!r}).write_text("
+                    f"os.environ[{SERVER_LOGS_ENV!r}])")
+    plan.trainer.command = [sys.executable, str(dump)]
+    assert run_plan(plan, tmp_path / "logs", printer=lambda line: None, poll_s=0.1) == 0
+    url = plan.servers[0].health_url.removesuffix("/health")
+    assert json.loads((tmp_path / "env.json").read_text()) == {url: str((tmp_path / "logs" / "student-vllm.log")
+                                                                          .resolve())}
+
+
+def test_a_stopped_process_group_is_stopped_at_once():
+    """A SIGSTOPped server (the drill of a hung one) handles the runner's SIGTERM at once (a SIGCONT follows it),
+    not after the 30 s grace that ends in SIGKILL."""
+    from arc_trl.launch.processes import start, stop
+
+    # a handler of its own, as vLLM's server has (a stopped process with SIGTERM's default action dies at once anyway)
+    code = "import signal, sys, time; signal.signal(signal.SIGTERM, lambda *a: sys.exit(5)); print(1, flush=True); " \
+           "time.sleep(60)"
+    process = start([sys.executable, "-c", code], dict(os.environ), stdout=subprocess.PIPE)
+    assert process.stdout.readline() == b"1\n"  # its handler is in place
+    os.killpg(process.pid, signal.SIGSTOP)
+    started = time.monotonic()
+    stop(process, grace_s=20.0)
+    assert time.monotonic() - started < 5.0 and process.returncode == 5  # its handler ran: SIGTERM, not SIGKILL
 
 
 def test_a_port_left_in_time_wait_by_a_stopped_run_is_free():

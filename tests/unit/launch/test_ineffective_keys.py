@@ -77,11 +77,11 @@ def test_a_key_at_its_default_is_not_set(caplog):
     assert warnings_of(caplog) == []
 
 
-def test_the_command_line_path_warns_once_per_key(caplog, tmp_path):
+def test_the_command_line_path_warns_once_per_key(caplog, tmp_path, tiny_model_dir):
     config = tmp_path / "run.yaml"
     config.write_text((REPO / "configs" / "tiny-cpu.yaml").read_text() + "\npeer_max_chars: 100\n"
                       "vllm_kv_cache_dtype: fp8\nuse_vllm: false\n")
-    parse_config(["--config", str(config)])
+    parse_config(["--config", str(config), "--model_name_or_path", str(tiny_model_dir)])  # a model folder there
     messages = warnings_of(caplog)
     assert [m.split("=")[0] for m in messages] == ["config: peer_max_chars", "config: vllm_kv_cache_dtype"]
 

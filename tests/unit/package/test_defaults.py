@@ -72,6 +72,8 @@ PLACES = {
     "REPETITION_PENALTY": {"generate": GENERATE["repetition_penalty"]},
     "EVAL_N_PREDICTIONS": {"ArcConfig": ARC["eval_n_predictions"]},
     "EVAL_MAX_TASKS": {"ArcConfig": ARC["eval_max_tasks"]},
+    # and the rollout's per-request clients of a trainer without an ArcConfig (trl_internals.request_timeout_s)
+    "VLLM_REQUEST_TIMEOUT_S": {"ArcConfig": ARC["vllm_request_timeout_s"]},
 }
 
 

@@ -44,6 +44,36 @@ def test_a_taken_rollout_carries_the_version_that_sampled_it_and_its_lag():
     assert manager.pending is None
 
 
+def test_wait_s_is_the_time_the_step_waited_for_its_rollout():
+    """The figure the docs' analysis of the asynchronous step stands on (docs/async.md): the seconds `take` blocked
+    for a rollout still playing, and 0 (within the clock's resolution) for one that had ended."""
+    manager = AsyncRollouts(max_lag=1)
+    rows = [{"prompt": "a"}]
+    release = threading.Event()
+    _launch(manager, rows, 0, lambda: release.wait(10) and _episodes())
+    threading.Timer(0.4, release.set).start()
+    episodes, metrics = manager.take(rows, 1)  # blocks until the rollout ends, ~0.4 s after launch
+    assert episodes is not None and 0.35 <= metrics["async/wait_s"] < 0.4 + 0.3
+    _launch(manager, rows, 1)
+    manager.settle()  # it has ended before the step takes it
+    episodes, metrics = manager.take(rows, 2)
+    assert episodes is not None and metrics["async/wait_s"] < 0.01
+
+
+def test_a_drop_at_the_end_of_a_train_call_is_logged_then():
+    """The discard at the end of `train()` comes after the last step's log: it is logged at once, by itself."""
+    logged: list[dict] = []
+    manager = AsyncRollouts(max_lag=1, log_drops=logged.append)
+    trainer = SimpleNamespace(state=SimpleNamespace(global_step=2))
+    with manager.attempt(trainer):
+        _launch(manager, [{"prompt": "a"}], 2)  # the next step's rollout, in flight when training stops
+    assert logged == [{"async/dropped_rollouts": 1.0}] and manager.dropped == 1
+    assert manager.take([{"prompt": "b"}], 3)[1]["async/dropped_rollouts"] == 0.0  # logged once, not again
+    with manager.attempt(trainer):
+        pass
+    assert logged == [{"async/dropped_rollouts": 1.0}]  # nothing new dropped: nothing logged
+
+
 def test_a_rollout_older_than_the_lag_or_for_other_rows_is_dropped_and_counted():
     manager = AsyncRollouts(max_lag=1)
     rows, other = [{"prompt": "a"}], [{"prompt": "a"}]  # equal, but not the batch it was launched for
@@ -143,7 +173,7 @@ def test_a_failed_training_call_does_not_hang_on_a_rollout_that_will_not_stop():
     assert [h["reason"] for h in manager.history] == ["train() failed"]
     assert not manager.pending and not release.is_set()  # it came out while the rollout still hung
     release.set()
-    manager.executor.shutdown(wait=True)
+    manager.thread.join(timeout=10)
 
 
 def test_the_evaluation_waits_for_every_process_rollout_before_it_plays():

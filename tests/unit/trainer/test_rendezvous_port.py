@@ -4,12 +4,23 @@ H200: 7 of 12 runs started together died with EADDRINUSE on 29500)."""
 
 from __future__ import annotations
 
+import datetime
+import errno
 import os
 import socket
 
+import torch.distributed as dist
 from trl.trainer.utils import ensure_master_addr_port
 
-from arc_trl.colocated_engine import claim_rendezvous_port
+import pytest
+
+from arc_trl.colocated_engine import claim_rendezvous_port, release_rendezvous_port, rendezvous_port_held
+
+
+@pytest.fixture(autouse=True)
+def released():
+    yield
+    release_rendezvous_port()
 
 TRL_CANDIDATES = {29500, 23456, 12355, 12345}
 
@@ -24,10 +35,40 @@ def test_trls_choice_gives_runs_started_together_the_same_port(monkeypatch):
     assert len(ports) == 1
 
 
+def test_the_claimed_port_is_held_until_the_store_has_bound_it(monkeypatch):
+    """Between the claim and the engine's store there is model loading: a port closed at once was free again for
+    another run's draw (bind to port 0) or for an outgoing connection. Held, no one else can bind it, and no draw
+    gives it, yet torch's store (SO_REUSEADDR) binds it; it is released once the engine is built."""
+    monkeypatch.delenv("MASTER_PORT", raising=False)
+    monkeypatch.delenv("WORLD_SIZE", raising=False)
+    with rendezvous_port_held():
+        port = claim_rendezvous_port()
+        with socket.socket() as other:
+            try:
+                other.bind(("", port))
+                taken = None
+            except OSError as error:
+                taken = error.errno
+        assert taken == errno.EADDRINUSE  # old code: bound by the other process, the store would then fail
+        draws = set()
+        for _ in range(500):  # another run's claims
+            with socket.socket() as draw:
+                draw.bind(("", 0))
+                draws.add(draw.getsockname()[1])
+        assert port not in draws
+        store = dist.TCPStore("127.0.0.1", port, 1, True, timeout=datetime.timedelta(seconds=10))
+        store.set("k", "v")
+        assert store.get("k") == b"v"
+        del store
+    with socket.socket() as after:  # released: free for anyone
+        after.bind(("", port))
+
+
 def test_runs_get_ports_the_kernel_assigned_while_one_is_bound(monkeypatch):
     monkeypatch.delenv("MASTER_PORT", raising=False)
     monkeypatch.delenv("WORLD_SIZE", raising=False)
     first = claim_rendezvous_port()
+    release_rendezvous_port()
     assert first is not None and first not in TRL_CANDIDATES
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as store:  # the first run's store holds its port
         store.bind(("", first))
