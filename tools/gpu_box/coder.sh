@@ -24,9 +24,10 @@ while [ $# -gt 0 ]; do
       mkdir -p $SRC $WORK && tar --exclude=./.gpu -cf - . | tar -x -C $SRC
       if [ -f $WORK/pid ] && kill -0 "$(cat $WORK/pid)" 2>/dev/null; then echo "start: the queue runs already"
       else
-        (cd $SRC && PYTHONPATH=/tmp/site:$SRC PATH=/tmp/site/bin:$PATH setsid nohup python3 -m arc_experiments.coder run \
-          --work $WORK --wheels $FERRY/wheels --assemble "python3 $SRC/tools/gpu_box/ferry.py assemble $FERRY" \
-          > $WORK/queue.log 2>&1 < /dev/null & echo $! > $WORK/pid)
+        here=$PWD; cd $SRC; export PYTHONPATH=/tmp/site:$SRC PATH=/tmp/site/bin:$PATH
+        setsid nohup python3 -m arc_experiments.coder run --work $WORK --wheels $FERRY/wheels \
+          --assemble "python3 $SRC/tools/gpu_box/ferry.py assemble $FERRY" > $WORK/queue.log 2>&1 < /dev/null &
+        echo $! > $WORK/pid; disown; cd "$here"
         echo "start: queue started (pid $(cat $WORK/pid))"
       fi
       shift ;;
