@@ -220,7 +220,13 @@ class ArcConfig:
 
     # --- debugging ------------------------------------------------------------------------------------------------
     dump_rollouts: int = field(
-        default=0, metadata={"help": "Write this many rollouts per generation step (tokens, masks, rewards) to JSONL."}
+        default=0, metadata={"help": "Write this many rollouts per generation step to output_dir/rollouts/ (JSONL: "
+                             "task, conversation, last output, verdicts, reward and its parts, tokens; "
+                             "`arc-trl view` draws them)."}
+    )
+    dump_rollout_tokens: bool = field(
+        default=True, metadata={"help": "Keep the token arrays (prompt and completion ids, env mask, sampler "
+                                "log-probs, per-token advantages) in the rollout dumps; false: text and grids only."}
     )
     peak_tflops: float | None = field(
         default=None,

@@ -148,7 +148,8 @@ class ArcEvalCallback(TrainerCallback):
                 "reward": compute_reward(arc.reward_mode, ep.outcome, task, arc.agent_mode) if known else None,
                 "record": {"task_id": task.id, "attempt": attempt, "completion": completion_text(ep),
                            "finish_reason": ep.finish_reason, "num_turns": len(ep.assistant_texts),
-                           "outcome": ep.outcome.to_dict(), "messages": ep.messages()},
+                           "outcome": ep.outcome.to_dict(), "messages": ep.messages(),
+                           "final_observation": ep.final_observation},
             })
         return out
 

@@ -134,6 +134,7 @@ class ArcGRPOTrainer(GRPOTrainer):
         )
         self._teacher_kl_coef = 0.0
         self._last_rewards = None  # the weighted rewards of the last batch (for the rollout dump)
+        self._last_reward_parts = None  # {reward function: its unweighted values} of the last batch (the dump)
         colocated = args.use_vllm and args.vllm_mode == "colocate"  # a server takes them on its command line
         extra = colocated_engine_extra(colocated, arc.vllm_rollout_dtype, arc.vllm_kv_cache_dtype,
                                        arc.vllm_kv_cache_memory_gib)
@@ -284,7 +285,8 @@ class ArcGRPOTrainer(GRPOTrainer):
             log_metrics(self, mode, teacher_metrics(self.accelerator, stats))
         if self.arc_config.dump_rollouts and mode == "train" and self.accelerator.is_main_process:
             dump_rollouts(self.args.output_dir, self.state.global_step, episodes, self._last_rewards,
-                          output["advantages"], self.processing_class.decode, self.arc_config.dump_rollouts)
+                          output["advantages"], self.processing_class.decode, self.arc_config.dump_rollouts,
+                          reward_parts=self._last_reward_parts, tokens=self.arc_config.dump_rollout_tokens)
         return output
 
     def _calculate_rewards(self, inputs, prompts, completions, completion_ids_list):
@@ -295,6 +297,8 @@ class ArcGRPOTrainer(GRPOTrainer):
         rewards = (rewards_per_func * weights).nansum(dim=1)
         log_metrics(self, mode, {"reward_min": rewards.min().item(), "reward_max": rewards.max().item()})
         self._last_rewards = rewards
+        self._last_reward_parts = {name: rewards_per_func[:, j].tolist() for j, name in
+                                   enumerate(self.reward_func_names)}  # unweighted, per reward function
         return rewards_per_func
 
     def compute_loss(self, model, inputs, return_outputs=False, num_items_in_batch=None):
