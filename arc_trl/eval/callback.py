@@ -123,6 +123,10 @@ class ArcEvalCallback(TrainerCallback):
             from arc_trl.view.wandb_tables import log_eval_tasks
 
             log_eval_tasks(self.tasks, results, trainer.state.global_step)
+            pass1 = metrics.get(EVAL_PREFIX + "pass@1")
+            print(f"[arc-trl] eval_arc at step {trainer.state.global_step}: pass@1 "
+                  f"{'-' if pass1 is None else f'{100 * pass1:.2f}%'} over {len(self.tasks)} tasks x "
+                  f"{self.n_predictions} attempts in {metrics[EVAL_PREFIX + 'seconds']:.1f} s")
         should_log = trainer.control.should_log  # logging resets it; the step's own training log must still happen
         Trainer.log(trainer, dict(metrics))  # not GRPOTrainer.log: that would also flush the pending train metrics
         trainer.control.should_log = should_log
