@@ -8,6 +8,7 @@ process than the main one), so callers need no check of their own.
 from __future__ import annotations
 
 import json
+import sys
 from collections.abc import Sequence
 from typing import Any
 
@@ -23,12 +24,10 @@ MAX_TEXT = 4000  # characters of code or output per cell
 
 
 def active_run():
-    """The current W&B run, or None (wandb not installed, not initialised, or not this process's)."""
-    try:
-        import wandb
-    except ImportError:
-        return None
-    return wandb.run
+    """The current W&B run, or None (wandb not imported, so not initialised, or not this process's run). Looked up
+    without importing wandb: a run that does not report to W&B never pays its import."""
+    wandb = sys.modules.get("wandb")
+    return None if wandb is None else getattr(wandb, "run", None)
 
 
 def _image(grid, expected=None):
@@ -84,11 +83,10 @@ def log_episodes(records: Sequence[dict[str, Any]], step: int, key: str = "rollo
 def log_eval_tasks(tasks, results: Sequence[dict[str, Any]], step: int, key: str = "eval_arc/tasks") -> bool:
     """Log the in-training evaluation's per-task outcomes (`ArcEvalCallback` results: one dict per attempt with its
     `task` index, `passed`, `pixel`, `reward`, `kind`)."""
-    import wandb
-
     run = active_run()
     if run is None or not results:
         return False
+    import wandb
     by_task: dict[int, list[dict[str, Any]]] = {}
     for r in results:
         by_task.setdefault(r["task"], []).append(r)
@@ -118,11 +116,10 @@ class EventTable:
         self.rows: list[list[Any]] = []
 
     def add(self, record: dict[str, Any]) -> bool:
-        import wandb
-
         run = active_run()
         if run is None or not _worth_a_row(record):
             return False
+        import wandb
         detail = record.get("reasons") or record.get("fired") or record.get("resume_from") or record.get("checkpoint")
         self.rows.append([record.get("step"), record.get("event"), record.get("label"), record.get("attempt"),
                           detail if isinstance(detail, str) else json.dumps(detail)])
