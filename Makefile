@@ -5,10 +5,14 @@ export VLLM_CPU_KVCACHE_SPACE ?= 1
 export TOKENIZERS_PARALLELISM ?= false
 export WANDB_MODE ?= offline
 
-.PHONY: setup demo demo-learning test test-fast lint
+.PHONY: setup browser demo demo-learning test test-fast lint
 
 setup:
 	@bash scripts/setup_env.sh
+
+# Debian's chromium for the test that opens `arc-trl view`'s report in a real browser (skipped without it)
+browser:
+	@bash scripts/setup_browser.sh
 
 # Main job, a few minutes on 2 CPU cores: tiny local Qwen3 -> SFT warm start on synthetic reference REPL episodes
 # (the student; and the OPD teacher: the student trained longer) -> GRPO + on-policy distillation on fresh synthetic
@@ -29,7 +33,7 @@ demo-learning: setup
 	$(PY) -m arc_experiments.learning --fresh --ablation
 
 # The whole suite (CI's command): unit tests, then the integration tests that train, sample and serve on CPU.
-test: setup
+test: setup browser
 	$(PY) -m pytest -q tests
 
 # The edit loop: the unit tests alone (tests/unit, ~1.5 min on 2 cores).

@@ -235,7 +235,24 @@ class ArcConfig:
 
     # --- debugging ------------------------------------------------------------------------------------------------
     dump_rollouts: int = field(
-        default=0, metadata={"help": "Write this many rollouts per generation step (tokens, masks, rewards) to JSONL."}
+        default=0, metadata={"help": "Write this many rollouts per generation step to output_dir/rollouts/ (JSONL: "
+                             "task, conversation, last output, verdicts, reward and its parts, tokens; "
+                             "`arc-trl view` draws them)."}
+    )
+    wandb_episodes_every_steps: int = field(
+        default=50, metadata={"help": "Every this many optimizer steps (and at step 0), a W&B table of "
+                              "`wandb_episodes` episodes: grids as images, code, output, reward and its parts "
+                              "(with report_to wandb); 0: never."}
+    )
+    wandb_episodes: int = field(default=4, metadata={"help": "Episodes in each W&B episode table (a group's first "
+                                                              "one first)."})
+    no_signal_warn_steps: int = field(
+        default=5, metadata={"help": "Warn when this many logged steps in a row had no learning signal (every GRPO "
+                             "group's rewards equal: reward std 0); 0: never."}
+    )
+    dump_rollout_tokens: bool = field(
+        default=True, metadata={"help": "Keep the token arrays (prompt and completion ids, env mask, sampler "
+                                "log-probs, per-token advantages) in the rollout dumps; false: text and grids only."}
     )
     peak_tflops: float | None = field(
         default=None,

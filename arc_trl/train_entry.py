@@ -19,6 +19,7 @@ from pathlib import Path
 from trl import GRPOConfig, ModelConfig, TrlParser
 
 from arc_trl.config import ArcConfig
+from arc_trl.run_summary import format_outcome, format_step_budget, summarise  # noqa: F401  (their old home)
 from arc_trl.config_types import value_type_problems
 from arc_trl.script_args import ArcScriptArguments
 
@@ -248,105 +249,6 @@ def model_init_kwargs(model_args: ModelConfig, trust_remote_code: bool = False) 
     return {k: v for k, v in kwargs.items() if v is not None}
 
 
-def summarise(trainer, started: float) -> dict:
-    """A short run summary from the trainer's log history (also written to output_dir/run_summary.json)."""
-    from transformers.trainer_utils import get_last_checkpoint
-
-    from arc_trl.trainer.step_timing import BUCKETS
-
-    history = [h for h in trainer.state.log_history if "reward" in h]
-
-    def mean_of(key):
-        values = [h[key] for h in history if h.get(key) is not None]
-        return round(sum(values) / len(values), 4) if values else None
-
-    def ratio_of_sums(numerator, denominator):  # run throughput (a mean of per-step ratios overweights fast steps)
-        rows = [h for h in history if h.get(numerator) is not None and h.get(denominator)]
-        total = sum(h[denominator] for h in rows)
-        return round(sum(h[numerator] for h in rows) / total, 1) if total else None
-
-    def window_mean(key, last):  # a few steps averaged at each end: one step's reward is noisy
-        values = [h[key] for h in history if h.get(key) is not None]
-        part = values[-window:] if last else values[:window]
-        return round(sum(part) / len(part), 4) if part else None
-
-    window = max(1, min(4, len(history) // 4))
-    rollouts = os.path.join(trainer.args.output_dir, "rollouts")
-    summary = {
-        "global_step": trainer.state.global_step,
-        "seconds": round(time.time() - started, 1),
-        "output_dir": trainer.args.output_dir,
-        "first_reward": history[0]["reward"] if history else None,
-        "last_reward": history[-1]["reward"] if history else None,
-        "mean_reward": sum(h["reward"] for h in history) / len(history) if history else None,
-        "window_steps": window,
-        "reward_first_steps": window_mean("reward", last=False),
-        "reward_last_steps": window_mean("reward", last=True),
-        "valid_first_steps": window_mean("rewards/valid_outputs/mean", last=False),
-        "valid_last_steps": window_mean("rewards/valid_outputs/mean", last=True),
-        "code_found_rate": mean_of("episode/code_found_rate"),
-        "submit_rate": mean_of("episode/submit_rate"),
-        "sandbox_error_rate": mean_of("sandbox/error_rate"),
-        "turns_per_episode": mean_of("episode/turns"),
-        "step_time_s": {bucket: mean_of(f"time/{bucket}") for bucket in ("step", *BUCKETS)},
-        "generated_tokens_per_s": ratio_of_sums("tokens/generated", "time/generate"),
-        "trained_tokens_per_s": ratio_of_sums("tokens/trained", "time/train"),
-        "mfu": mean_of("mfu"),
-        "peak_memory_gib": {  # the run's largest per-step figures (GPU only; docs/metrics.md)
-            key: max((h[f"memory/{key}_gib"] for h in history if f"memory/{key}_gib" in h), default=None)
-            for key in ("peak_allocated", "peak_reserved", "device_peak")
-        },
-        "checkpoint": get_last_checkpoint(trainer.args.output_dir) if os.path.isdir(trainer.args.output_dir) else None,
-        "rollouts": rollouts if os.path.isdir(rollouts) else None,
-        "collapse_rollbacks": getattr(trainer, "collapse_rollbacks", 0),
-        # async_rollouts: 1: background rollouts dropped in the run (stale, other rows, failed, discarded), in all
-        "async_dropped_rollouts": getattr(getattr(trainer, "async_rollouts", None), "dropped", None),
-        "last_log": history[-1] if history else None,
-        "step_end_unix": [round(t, 3) for t in getattr(getattr(trainer, "step_budget", None), "step_ends", [])],
-        "per_step": [  # each logged step's time budget, memory and sampler/trainer gap (layouts compare these)
-            {k: v for k, v in h.items() if k == "step" or k.startswith(PER_STEP_PREFIXES)} for h in history
-        ],
-    }
-    return summary
-
-
-# `sampling/` whole: the gap, the importance-sampling ratio and the shares it masked or clipped (the FP8 figures read
-# `sampling/masked_frac` per step; the gap alone was kept before, so those figures would have read nothing)
-PER_STEP_PREFIXES = ("time/", "memory/", "sampling/", "async/")
-
-
-def format_outcome(summary: dict) -> str:
-    """One line: steps, reward and valid submissions at the start and the end of the run, episode statistics."""
-    w = summary["window_steps"]
-    where = "first / last step" if w == 1 else f"mean of the first / last {w} steps"
-    line = (f"done: {summary['global_step']} steps in {summary['seconds']} s; reward {summary['reward_first_steps']} "
-            f"-> {summary['reward_last_steps']} ({where})")
-    if summary["valid_first_steps"] is not None:
-        line += f", valid submissions {summary['valid_first_steps']:.0%} -> {summary['valid_last_steps']:.0%}"
-    return (f"{line}; episodes: {summary['turns_per_episode']} turns, code in {summary['code_found_rate']}, "
-            f"SUBMIT in {summary['submit_rate']}, sandbox errors {summary['sandbox_error_rate']} of runs")
-
-
-def format_step_budget(summary: dict) -> str:
-    """One line: the mean step time and its parts, tokens/s and MFU (n/a without a known peak, e.g. on CPU)."""
-    from arc_trl.trainer.step_timing import BUCKETS
-
-    t = summary["step_time_s"]
-    if t.get("step") is None:
-        return "step time: not measured"
-    parts = " + ".join(f"{bucket} {t[bucket]:.2f}" for bucket in BUCKETS if t.get(bucket) is not None)
-    mfu = "n/a (no peak FLOP/s known for this device; set peak_tflops)" if summary["mfu"] is None else (
-        f"{100 * summary['mfu']:.2f}%")
-    line = (f"mean step {t['step']:.2f} s = {parts}; {summary['generated_tokens_per_s'] or 0:.0f} tokens "
-            f"generated/s, {summary['trained_tokens_per_s'] or 0:.0f} tokens trained/s; MFU {mfu}")
-    memory = summary.get("peak_memory_gib") or {}
-    if memory.get("device_peak") is not None:
-        line += (f"; peak GPU memory {memory['device_peak']:.1f} GiB on the device, "
-                 f"torch {memory['peak_allocated']:.1f} "
-                 f"GiB allocated / {memory['peak_reserved']:.1f} GiB reserved")
-    return line
-
-
 def prepare(script: ArcScriptArguments, arc: ArcConfig, args: GRPOConfig, model_args: ModelConfig):
     """The tokenizer, its template choice and the datasets, each failure one line naming its key: the tasks first
     (no model needed), then the tokenizer (the model's folder or hub id), the prompts within `max_prompt_tokens` and
@@ -416,8 +318,7 @@ def main(argv: list[str] | None = None) -> dict | None:
     if trainer.accelerator.is_main_process:
         with open(os.path.join(args.output_dir, "run_summary.json"), "w") as f:
             json.dump(summary, f, indent=2, default=str)
-        print(f"[arc-trl] {format_outcome(summary)}; model saved to {args.output_dir}")
-        print(f"[arc-trl] {format_step_budget(summary)}")
+        print(f"[arc-trl] model saved to {args.output_dir}")  # what the run did: printed by trainer.train()
         print(f"[arc-trl] run: {args.output_dir} (run_summary.json, trainer_state.json); last checkpoint: "
               f"{summary['checkpoint']}; rollouts: {summary['rollouts'] or 'not dumped (set dump_rollouts)'}")
     return summary

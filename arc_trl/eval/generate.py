@@ -101,13 +101,15 @@ def generate_attempts(jobs: list[Job], prompts: list[list[dict]], generator, tok
 
 
 def score_folder(output_dir: Path, tasks: list[ArcTask], n_predictions: int, dataset: str, agent_mode: str,
-                 workers: int, config, progress: bool = True, dropped: Sequence[ArcTask] = ()) -> dict[str, Any]:
+                 workers: int, config, progress: bool = True, dropped: Sequence[ArcTask] = (),
+                 per_task: bool = False, wandb_project: str | None = None) -> dict[str, Any]:
     """Score the first `n_predictions` attempts of each task (replayed in the sandbox, as `arc-trl evaluate score`).
     `dropped`: the dataset's tasks left unattempted (prompt too long); they count in `n_dataset_tasks` and
     `n_missing_tasks`, as failures in the pass figures (pass_rate, is_correct, pass_at_k.json: over the whole
     dataset; `*_attempted`: over the attempted tasks), listed as `dropped_task_ids`."""
     from arc_trl.eval.passk import write_pass_at_k
     from arc_trl.eval.score import score_completions, write_outputs
+    from arc_trl.eval.summary import print_summary
     from arc_trl.eval.tables import write_metrics_table
 
     start = time.perf_counter()
@@ -124,6 +126,11 @@ def score_folder(output_dir: Path, tasks: list[ArcTask], n_predictions: int, dat
     write_outputs(output_dir, metrics, rows)
     write_pass_at_k(output_dir)
     write_metrics_table(output_dir, echo=True)
+    print_summary(output_dir, [*tasks, *dropped], per_task=per_task)  # pass@1/2/k, Kaggle, why attempts failed
+    if wandb_project:  # the folder as a W&B run: its figures and a table of tasks (arc_trl/view/wandb_tables.py)
+        from arc_trl.view.wandb_tables import log_eval_folder
+
+        log_eval_folder(output_dir, wandb_project, [*tasks, *dropped])
     return metrics
 
 
@@ -292,7 +299,9 @@ def run_generate(args: argparse.Namespace, generator=None) -> int:
         if not args.no_score:
             replay_config = replace(plan.sandbox_config, check_transform=False)  # replays score what the code left
             score_folder(plan.output_dir, plan.tasks, args.n_predictions, args.dataset, args.agent_mode, args.workers,
-                         replay_config, progress=not args.no_progress, dropped=plan.dropped)
+                         replay_config, progress=not args.no_progress, dropped=plan.dropped,
+                         per_task=getattr(args, "per_task", False),
+                         wandb_project=getattr(args, "wandb_project", None))
     except GenerateInputError as e:
         print(f"error: {e}", file=sys.stderr)
         return 2
@@ -368,6 +377,10 @@ def add_generate_arguments(parser: argparse.ArgumentParser) -> argparse.Argument
     p("--tensor-parallel-size", type=int, default=1, help="vLLM (default 1)")
     p("--enforce-eager", action="store_true", help="vLLM: no CUDA graphs / compilation (faster start)")
     p("--no-score", action="store_true", help="only generate")
+    p("--per-task", action="store_true", help="also print one row per task (passes, best pixel score, attempt kinds)")
+    p("--wandb-project", default=None,
+      help="also log the scores and a table of tasks (with their grids) as a W&B run of this project; wandb/ goes "
+           "under --output-dir (WANDB_MODE=offline: no network)")
     p("--no-progress", action="store_true", help="no progress bars")
     return parser
 

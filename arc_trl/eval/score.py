@@ -70,7 +70,8 @@ METRICS_FILE = "metrics.json"
 PER_ATTEMPT_FILE = "per_attempt.jsonl"
 PER_ATTEMPT_KEYS = (
     "task_id", "attempt", "line", "status", "error_kind", "seconds", "code_found", "code_parsed", "valid_outputs",
-    "submitted", "source", "test_predictions", "test_correct", "test_pixel", "passed", "train_predictions",
+    "submitted", "source", "test_predictions", "test_outputs", "test_correct", "test_pixel", "passed",
+    "train_predictions",
     "train_correct", "train_pixel", "train_passed",
 )  # plus "augmentation" for attempts on an augmented copy
 FRACTION_METRICS = (
@@ -115,6 +116,7 @@ def score_attempt(task: ArcTask, outcome: AttemptOutcome) -> dict[str, Any]:
         "source": outcome.extra.get("source"),
         "test_predictions": test if test is not None else [None] * n_test,
     }
+    row["test_outputs"] = task.test_outputs  # the expected grids (of the copy the attempt saw), beside its predictions
     if task.test_outputs is not None:
         preds = row["test_predictions"]
         row["test_correct"] = [p is not None and exact_match(p, t) for p, t in zip(preds, task.test_outputs)]

@@ -33,6 +33,7 @@ METRIC_COLUMNS: list[tuple[str, str]] = [
 LABEL_COLUMNS = ["dataset", "experiment", "n_preds"]
 PERCENT_COLUMNS = [header for header, _ in METRIC_COLUMNS]
 MISSING = "-"
+MAX_LABEL = 40  # characters of a dataset label in a table
 
 
 def read_metrics(eval_dir: str | Path) -> dict[str, Any]:
@@ -67,11 +68,16 @@ def dataset_name(eval_dir: str | Path, metrics: Mapping[str, Any]) -> str | None
     return None
 
 
+def short_label(label: str | None, width: int = MAX_LABEL) -> str | None:
+    """A label cut to `width` characters (a `synthetic:` spec runs to 80 and more), its end marked with '…'."""
+    return label if label is None or len(label) <= width else label[: width - 1] + "…"
+
+
 def metrics_row(metrics: Mapping[str, Any], dataset: str | None, experiment: str | None) -> dict[str, Any]:
     """One table row {header: value} from a metrics dict; values stay raw (fractions) until `format_table`."""
     n_tasks, n_attempts = metrics.get("n_tasks"), metrics.get("n_attempts")
     n_preds = n_attempts / n_tasks if n_tasks and n_attempts is not None else None
-    row: dict[str, Any] = {"dataset": dataset, "experiment": experiment, "n_preds": n_preds}
+    row: dict[str, Any] = {"dataset": short_label(dataset), "experiment": experiment, "n_preds": n_preds}
     for header, key in METRIC_COLUMNS:
         row[header] = metrics.get(key)
     return row

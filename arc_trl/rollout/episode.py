@@ -38,6 +38,9 @@ class Episode:
     done: bool = False
     finish_reason: str = ""
     policy_version: int | None = None  # the optimizer step whose weights sampled it (the trainer's global step)
+    # the sandbox's reply to the turn that ended the episode (SUBMIT, last turn, budget; program mode: the program's
+    # output and errors): never sent to the model, so not in `observations`, but what its last code printed
+    final_observation: str | None = None
 
     @property
     def num_model_tokens(self) -> int:

@@ -75,12 +75,25 @@ def apply_turn_result(ep: Episode, result, settings: RolloutSettings, tokenizer,
         else:
             ep.end_turn_with(end_of_turn)
             ep.add_env_turn(env_ids, result.observation)
+    if ep.done:  # the reply the model never sees: what the episode's last code printed (its records keep it)
+        ep.final_observation = result.observation
 
 
 def apply_program_result(ep: Episode, result) -> None:
     """Record a program-mode result; the episode ends."""
     _record_program(ep, result)
+    ep.final_observation = program_observation(result)
     ep.finish("program")
+
+
+def program_observation(result) -> str:
+    """What a program-mode run printed and raised: its output, then each failing call's error, by input."""
+    parts = [result.stdout.rstrip("\n")] if getattr(result, "stdout", "").strip() else []
+    if getattr(result, "error", None):
+        parts.append(result.error)
+    for kind, errors in (("train", getattr(result, "train_errors", [])), ("test", getattr(result, "test_errors", []))):
+        parts += [f"{kind} input {i}: {e}" for i, e in enumerate(errors) if e]
+    return "\n".join(parts) if parts else "(no output)"
 
 
 class FinishedReporter:

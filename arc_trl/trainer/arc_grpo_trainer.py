@@ -28,6 +28,7 @@ Everything else (sampling, weight sync, clipping, logging, checkpointing) is TRL
 from __future__ import annotations
 
 import logging
+import time
 
 from transformers import Trainer
 from trl import GRPOConfig, GRPOTrainer
@@ -50,6 +51,9 @@ from arc_trl.trainer.batch_metrics import (
 from arc_trl.trainer.loss_mask import EmptyLossMaskError, check_loss_mask, loss_mask, mask_truncated_episodes
 from arc_trl.trainer.micro_batches import group_by_length, grouping_keeps_loss, trim_padding
 from arc_trl.trainer.rollout_dump import dump_rollouts
+from arc_trl.trainer.learning_signal import NoLearningSignalCallback
+from arc_trl.trainer.wandb_episodes import WandbEpisodes, default_wandb_dir
+from arc_trl.run_summary import print_train_summary
 from arc_trl.trainer.rope_precision import restore_fp32_rope
 from arc_trl.trainer.sampling_mismatch import importance_sampling_ratio
 from arc_trl.trainer.step_timing import StepBudget, StepBudgetCallback, StepClock, TimedPool, timed_method
@@ -106,6 +110,7 @@ class ArcGRPOTrainer(GRPOTrainer):
                 "teacher_loss=reverse_kl uses TRL's KL term with the teacher as reference; set beta: 0.0 "
                 "(the teacher's weight is teacher_tau)"
             )
+        default_wandb_dir(args)  # W&B's wandb/ folder under output_dir, not the working directory (WANDB_DIR wins)
         if args.use_vllm:
             from arc_trl.vllm_cpu import make_cpu_weights_reloadable
 
@@ -136,6 +141,7 @@ class ArcGRPOTrainer(GRPOTrainer):
         )
         self._teacher_kl_coef = 0.0
         self._last_rewards = None  # the weighted rewards of the last batch (for the rollout dump)
+        self._last_reward_parts = None  # {reward function: its unweighted values} of the last batch (the dump)
         colocated = args.use_vllm and args.vllm_mode == "colocate"  # a server takes them on its command line
         extra = colocated_engine_extra(colocated, arc.vllm_rollout_dtype, arc.vllm_kv_cache_dtype,
                                        arc.vllm_kv_cache_memory_gib)
@@ -202,6 +208,11 @@ class ArcGRPOTrainer(GRPOTrainer):
         self.base_learning_rate = args.learning_rate  # the collapse guard's rollbacks scale args.learning_rate from it
         self.collapse_rollbacks = 0  # rollbacks of the last train() call
         self.collapse_guard = attach_collapse_guard(self)  # first in the callbacks; None when collapse_guard is off
+        self.no_signal = NoLearningSignalCallback(arc.no_signal_warn_steps) if arc.no_signal_warn_steps > 0 else None
+        if self.no_signal is not None:  # warns when every group's rewards have been equal for that many steps
+            self.add_callback(self.no_signal)
+        self.run_summary: dict | None = None  # what the last train() did (run_summary.py), on the main process
+        self.wandb_episodes = WandbEpisodes(arc.wandb_episodes_every_steps, arc.wandb_episodes, args.num_generations)
         # a drop at the end of a train() call is logged as an entry of its own (Trainer.log, not GRPOTrainer's, which
         # would average and clear the metrics of a step that is not running)
         self.async_rollouts = (AsyncRollouts(arc.async_rollouts, process_agreement(self.accelerator),
@@ -222,7 +233,11 @@ class ArcGRPOTrainer(GRPOTrainer):
             with self.async_rollouts.attempt(self):
                 return train_once(resume_from_checkpoint=resume, trial=trial, **kwargs)
 
-        return train_with_guard(self, resume_from_checkpoint, once)
+        started = time.time()
+        result = train_with_guard(self, resume_from_checkpoint, once)
+        if self.accelerator.is_main_process:  # what the run did, in a few lines (arc_trl/run_summary.py)
+            self.run_summary = print_train_summary(self, started)
+        return result
 
     def get_batch_samples(self, epoch_iterator, num_batches, device):
         # Trainer.get_batch_samples (the batches of one optimizer step, fetched before it trains); async_rollouts:
@@ -293,7 +308,10 @@ class ArcGRPOTrainer(GRPOTrainer):
             log_metrics(self, mode, teacher_metrics(self.accelerator, stats))
         if self.arc_config.dump_rollouts and mode == "train" and self.accelerator.is_main_process:
             dump_rollouts(self.args.output_dir, self.state.global_step, episodes, self._last_rewards,
-                          output["advantages"], self.processing_class.decode, self.arc_config.dump_rollouts)
+                          output["advantages"], self.processing_class.decode, self.arc_config.dump_rollouts,
+                          reward_parts=self._last_reward_parts, tokens=self.arc_config.dump_rollout_tokens)
+        if mode == "train":  # every wandb_episodes_every_steps: a few episodes as a W&B table (wandb_episodes.py)
+            self.wandb_episodes(self, episodes, self._last_rewards, output["advantages"], self._last_reward_parts)
         return output
 
     def _calculate_rewards(self, inputs, prompts, completions, completion_ids_list):
@@ -304,6 +322,8 @@ class ArcGRPOTrainer(GRPOTrainer):
         rewards = (rewards_per_func * weights).nansum(dim=1)
         log_metrics(self, mode, {"reward_min": rewards.min().item(), "reward_max": rewards.max().item()})
         self._last_rewards = rewards
+        self._last_reward_parts = {name: rewards_per_func[:, j].tolist() for j, name in
+                                   enumerate(self.reward_func_names)}  # unweighted, per reward function
         return rewards_per_func
 
     def compute_loss(self, model, inputs, return_outputs=False, num_items_in_batch=None):

@@ -103,7 +103,11 @@ def test_generate_with_real_vllm_solves_the_memorised_task(memorized_model_dir, 
     run = json.loads((out / SAMPLING_FILE).read_text())["runs"][0]
     assert run["backend"] == "vllm" and run["attempts"] == 4 and run["versions"]["vllm"]
     # capfd, not capsys: vLLM 0.31 reads sys.stdout.fileno() when it sets up its process group in this process
-    assert "| is_correct |" in capfd.readouterr().out  # the metrics table is printed
+    printed = capfd.readouterr().out
+    assert "| is_correct |" in printed  # the metrics table is printed, then what it says (arc_trl/eval/summary.py)
+    assert f"1 tasks, 4 attempts; pass@1 {100 * curve['pass_at_k']['1']:.2f}% · pass@2 " in printed
+    assert "· pass@4 100.00% · Kaggle (2 attempts, voted) 100.00% (over the 1 tasks of the dataset)" in printed
+    assert "\nattempts: solved " in printed
     print(f"vLLM generate: {run['model_tokens']} model tokens in {run['seconds']} s "
           f"({run['model_tokens_per_s']} tokens/s)")
 

@@ -34,25 +34,68 @@ def _guard_log(run: Path) -> list[dict]:
     return [json.loads(line) for line in (run / "collapse_guard.jsonl").read_text().splitlines()]
 
 
-def test_readme_python_quick_start_trains_two_steps(tiny_model_dir, tmp_path):
+def demo_layout(folder: Path, student: Path) -> Path:
+    """`folder` laid out as a checkout after `make demo`: outputs/demo/student (here `student`), the configs, and
+    .venv (the Python running the tests)."""
+    (folder / "outputs" / "demo").mkdir(parents=True, exist_ok=True)
+    (folder / "outputs" / "demo" / "student").symlink_to(student)
+    (folder / "configs").symlink_to(ROOT / "configs")
+    (folder / ".venv").symlink_to(Path(sys.prefix))
+    return folder
+
+
+def test_readme_python_quick_start_runs_as_printed_and_says_what_it_did(tiny_model_dir, tmp_path):
     code = _quickstart()
     assert len(code.strip().splitlines()) <= 20
-    # the two edits a CPU test needs, each applied exactly once: the local model, and no bf16 (TRL's default) on CPU
-    for old, new in (('"Qwen/Qwen3-0.6B"', repr(str(tiny_model_dir))),
-                     ("report_to=[])", "report_to=[], use_cpu=True, bf16=False)")):
-        assert code.count(old) == 1, old
-        code = code.replace(old, new)
-    result = _run(code, tmp_path)
+    assert 'model = "outputs/demo/student"' in code  # what `make demo` makes: run verbatim, from the demo's layout
+    result = _run(code, demo_layout(tmp_path, tiny_model_dir))
     assert result.returncode == 0, result.stderr[-3000:]
     run = tmp_path / "runs/quickstart"
     state = json.loads((run / "checkpoint-2/trainer_state.json").read_text())
     steps = [h for h in state["log_history"] if "reward" in h]
     assert state["global_step"] == 2 and [h["step"] for h in steps] == [1, 2]
-    # the episodes ran through the REPL rollout: its metrics are logged, each turn capped at 64 tokens
-    assert all(1 <= h["episode/turns"] <= 2 and 0 < h["episode/model_tokens"] <= 2 * 64 for h in steps), steps
+    # the episodes ran through the REPL rollout: its metrics are logged, each turn capped at 256 tokens
+    assert all(1 <= h["episode/turns"] <= 2 and 0 < h["episode/model_tokens"] <= 2 * 256 for h in steps), steps
     # ArcConfig's default collapse_guard (warn) judged each step from Python too: its labels logged and recorded
     assert all(h["collapse_guard/level"] in (0, 1, 2) for h in steps), steps
     assert [r["step"] for r in _guard_log(run) if r["event"] == "step"] == [1, 2]
+    # the run ends saying what it did (trainer.train() prints it, arc_trl/run_summary.py), and where to look
+    out = result.stdout
+    assert re.search(r"^\[arc-trl\] done: 2 steps in [\d.]+ s; reward ", out, re.M), out[-2000:]
+    assert re.search(r"^\[arc-trl\] mean step [\d.]+ s = generate ", out, re.M), out[-2000:]
+    assert "[arc-trl] checkpoints in runs/quickstart; episodes: arc-trl view runs/quickstart" in out
+    if all(h["reward"] == -1.0 for h in steps):  # a random-init model parses no code: said, not left to guess
+        assert "[arc-trl] reading: the reward stayed at barc's floor -1 (no code parsed in any episode)" in out
+    dumped = [json.loads(line) for line in (run / "rollouts/step_000000.jsonl").read_text().splitlines()]
+    assert len(dumped) == 4 and all(d["task"]["train"] and d["messages"] for d in dumped)
+
+
+def _training_block() -> str:
+    """The README's CPU training commands (the first bash block of its Training section)."""
+    section = (ROOT / "README.md").read_text().split("## Training", 1)[1]
+    return re.search(r"```bash\n(.*?)```", section, re.DOTALL).group(1)
+
+
+@pytest.mark.slow
+@pytest.mark.vllm
+def test_readme_training_commands_run_as_printed_after_make_demo(tiny_model_dir, tmp_path):
+    """Every command of the README's CPU training block, as one bash script, from the demo's layout: the config
+    check, two steps of GRPO with colocated vLLM, the report of its episodes, an evaluation and its report."""
+    block = _training_block()
+    assert block.startswith("source .venv/bin/activate")
+    folder = demo_layout(tmp_path, tiny_model_dir)
+    env = os.environ | {"PYTHONPATH": str(ROOT)}
+    result = subprocess.run(["bash", "-euo", "pipefail", "-c", block], cwd=folder, env=env, capture_output=True,
+                            text=True, timeout=1800)
+    assert result.returncode == 0, (result.stdout[-3000:], result.stderr[-3000:])
+    summary = json.loads((folder / "outputs/tiny-cpu/run_summary.json").read_text())
+    assert summary["global_step"] == 2
+    assert (folder / "outputs/tiny-cpu/rollouts/report.html").read_text().count('<template id="task-') >= 1
+    assert json.loads((folder / "outputs/eval-tiny/metrics.json").read_text())["n_attempts"] == 8
+    report = (folder / "outputs/eval-tiny/report.html").read_text()
+    assert report.count('<template id="task-') == 4 and "pass@1" in report
+    assert re.search(r"^4 tasks, 8 attempts; pass@1 [\d.]+% · pass@2 [\d.]+% · Kaggle", result.stdout, re.M)
+    assert "usage: arc-trl SUBCOMMAND" in result.stdout  # the last command, arc-trl --help
 
 
 def _with_statements(code: str, **statements: str) -> str:

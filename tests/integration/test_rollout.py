@@ -273,3 +273,49 @@ def test_vllm_generator_keeps_missing_logprobs_nan():
     lps = sampled_logprobs(sample)
     assert lps[0] == -0.5 and math.isnan(lps[1]) and lps[2] == -2.0  # the sampled token's value, never 0.0
     assert all(math.isnan(lp) for lp in sampled_logprobs(NS(token_ids=[5, 6], logprobs=None)))
+
+
+WRONG_SHAPE_CHECK = (  # the check of issue 64: 2x2 inputs, 6x6 outputs, so the print says False; SUBMIT in the same block
+    "```python\ndef transform(g):\n    return g\n"
+    "print(all(np.array_equal(transform(x), y) for x, y in zip(train_inputs, train_outputs)))\n"
+    "SUBMIT([transform(g) for g in test_inputs])\n```"
+)
+
+
+def test_the_records_keep_the_last_code_runs_output_expected_grids_and_verdicts(tiny_tokenizer, pool, tmp_path):
+    """Issue 64: the output of the code that ended the episode (never sent to the model) is in the episode, its
+    completions line and its rollout dump, beside the expected grids, per-test verdicts and reward parts."""
+    import json
+
+    import torch
+
+    from arc_trl.eval.attempts_file import Job, episode_record
+    from arc_trl.trainer.rollout_dump import dump_rollouts
+
+    task = load_task("arc-agi-1/eval", "00576224")  # 2x2 inputs, 6x6 outputs
+    prompt = render_messages(task, "repl")
+    gen = _scripted(tiny_tokenizer, [task], [[INSPECT, WRONG_SHAPE_CHECK]])
+    settings = RolloutSettings(agent_mode="repl", max_turns=4, max_completion_length=4096)
+    [ep] = run_episodes([task], [prompt], gen, tiny_tokenizer, pool, settings)
+    assert ep.finish_reason == "submitted" and len(ep.observations) == 1  # the model saw one reply
+    assert ep.final_observation == "False\nSUBMIT accepted: 1 grid recorded."
+    record = episode_record(Job(task.id, 0, task, None), ep, prompt)
+    assert record["final_observation"] == ep.final_observation
+    assert record["messages"][-1]["role"] == "assistant"  # the conversation is what the model saw
+
+    rewards = torch.tensor([0.25])
+    parts = {"arc_reward_binary": [0.0], "pixel_score": [float("nan")]}
+    for tokens in (True, False):
+        out = tmp_path / str(tokens)
+        dump_rollouts(str(out), 3, [ep], rewards, torch.tensor([0.5]), tiny_tokenizer.decode, 1, reward_parts=parts,
+                      tokens=tokens)
+        [dumped] = [json.loads(line) for line in (out / "rollouts" / "step_000003.jsonl").read_text().splitlines()]
+        assert dumped["final_observation"] == ep.final_observation and dumped["step"] == 3
+        assert dumped["test_outputs"] == task.test_outputs and dumped["test_correct"] == [False]
+        assert dumped["passed"] is False and dumped["test_pixel"] == [0.0]  # 2x2 submitted, 6x6 expected
+        assert dumped["outcome"]["test_predictions"] == task.test_inputs
+        assert dumped["task"]["train"][0]["output"] == task.train[0].output
+        assert dumped["reward"] == 0.25 and dumped["reward_parts"] == {"arc_reward_binary": 0.0, "pixel_score": None}
+        assert [m["role"] for m in dumped["messages"]] == ["assistant", "user", "assistant"]
+        assert ("completion_ids" in dumped) is tokens and ("env_mask" in dumped) is tokens
+        assert dumped["advantage"] == 0.5 and dumped["text"].endswith(ep.assistant_texts[-1] + "<|im_end|>")

@@ -76,6 +76,10 @@ def test_lora_checkpoint_resume_continues_step_count_and_wandb_offline(tiny_mode
     assert (out / "checkpoint-2" / "adapter_model.safetensors").exists()  # LoRA saved in PEFT format
     assert (out / "checkpoint-2" / "adapter_config.json").exists()
     assert list((tmp_path / "wandb").glob("offline-run-*")), "W&B offline run directory missing"
+    # step 0 (wandb_episodes_every_steps: 50) logged a few episodes as a table (arc_trl/trainer/wandb_episodes.py)
+    [table] = [json.loads(p.read_text()) for p in
+               (tmp_path / "wandb").glob("offline-run-*/files/media/table/rollouts/episodes_*.table.json")]
+    assert [row[0] for row in table["data"]] == [0] * 4 and table["columns"][:3] == ["step", "task_id", "kind"]
     dumped = [json.loads(line) for line in (out / "rollouts" / "step_000000.jsonl").read_text().splitlines()]
     assert len(dumped) == 2 and len(dumped[0]["env_mask"]) == len(dumped[0]["completion_ids"])
     summary = main(_argv(tiny_model_dir, out, "--max_steps", "4", "--resume_from_checkpoint", "auto", *args))

@@ -153,3 +153,23 @@ def test_compare_rejects_wrong_number_of_names(tmp_path):
 def test_compare_main_reports_unreadable_folders(tmp_path, capsys):
     assert compare_main([str(tmp_path / "missing")]) == 2
     assert "missing/metrics.json: no such file" in capsys.readouterr().err
+
+
+def test_compare_warns_about_different_datasets_and_lists_gained_and_lost_tasks(tmp_path, capsys):
+    long_spec = "synthetic:n=256,seed=0,difficulty=tiny,families=rotate+flip+transpose+mirror_concat+recolor"
+    a = _eval_dir(tmp_path / "a", BASELINE, passes={"t1": [True, False], "t2": [False, False], "t3": [True, True]},
+                  dataset="arc-agi-1/eval")
+    b = _eval_dir(tmp_path / "b", RL, passes={"t1": [False, False], "t2": [False, True], "t3": [True, False]},
+                  dataset=long_spec)
+    assert compare_main([str(a), str(b), "--by-task"]) == 0
+    captured = capsys.readouterr()
+    assert "warning: the folders were scored on different datasets (a: arc-agi-1/eval, b: synthetic:" in captured.err
+    assert "**" not in captured.out  # no best among rows that measure different things
+    assert _column(captured.out.split("\n\n")[0], "dataset")[1] == long_spec[:39] + "…"
+    assert "b vs a: 2 solved, 1 gained, 1 lost, 1 kept" in captured.out
+    assert "  gained: t2" in captured.out and "  lost:   t1" in captured.out
+    # the same dataset: no warning, the best values bold again
+    c = _eval_dir(tmp_path / "c", RL, passes={"t1": [True, True]}, dataset="arc-agi-1/eval")
+    assert compare_main([str(a), str(c)]) == 0
+    captured = capsys.readouterr()
+    assert "warning" not in captured.err and "**" in captured.out
