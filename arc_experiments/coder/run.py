@@ -169,7 +169,7 @@ def zero_shot(work: Work, model: str) -> int:
     arm = chosen(work)
     jobs = [(work.path("zero-shot", model, split), generate_argv(work.path("models", model), arm, dataset,
                                                                   work.path("zero-shot", model, split), N_ZERO_SHOT),
-             N_ZERO_SHOT) for split, dataset in (("train", TRAIN), ("eval", EVAL))]
+             N_ZERO_SHOT) for split, dataset in (("eval", EVAL), ("train", TRAIN))]  # the reported split first
     return generate_folders(work, f"zero-shot-{model}", work.path("models", model), jobs)
 
 

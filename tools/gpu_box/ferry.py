@@ -117,7 +117,8 @@ def pack(out: Path, sources: list[str], chunk_bytes: int | None) -> int:
 
 def stash(folder: Path, store: Path) -> int:
     store.mkdir(parents=True, exist_ok=True)
-    (store / "started").touch(exist_ok=True)
+    if not (store / "started").exists():  # when the first chunk came (touch would move it to the last)
+        (store / "started").touch()
     for item in sorted(folder.iterdir()):  # copied whole, then renamed: `assemble` never sees half a chunk
         shutil.copy2(item, store / f".{item.name}.copying")
         (store / f".{item.name}.copying").replace(store / item.name)
