@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import io
 import json
 import os
 import shlex
@@ -283,10 +284,24 @@ def pack(work: Work, out: Path) -> int:
     """WORK's records (no weights) in one tar.gz, split into parts of <= 15 MiB (at most 7: a call brings 8 files)."""
     out.mkdir(parents=True, exist_ok=True)
     archive = Path("/tmp/coder-records.tar.gz")
+    files = [p for p in sorted(work.root.rglob("*")) if p.is_file() and (p.name in KEEP or p.suffix == ".log")]
+    files.sort(key=lambda p: p.name == "completions.jsonl")  # the figures' files first: a cut archive keeps them
     with tarfile.open(archive, "w:gz", compresslevel=6) as tar:
-        for path in sorted(work.root.rglob("*")):
-            if path.is_file() and (path.name in KEEP or path.suffix == ".log"):
-                tar.add(path, arcname=str(path.relative_to(work.root)))
+        for path in files:
+            name = str(path.relative_to(work.root))
+            if path.name != "completions.jsonl":
+                tar.add(path, arcname=name)
+                continue
+            lines = []  # without `messages` (the prompt again, and the turns): the completion and outcome stay
+            for line in path.read_text().splitlines():
+                with contextlib.suppress(ValueError):
+                    record = json.loads(line)
+                    record.pop("messages", None)
+                    lines.append(json.dumps(record))
+            data = ("\n".join(lines) + "\n").encode()
+            info = tarfile.TarInfo(name)
+            info.size, info.mtime = len(data), int(time.time())
+            tar.addfile(info, io.BytesIO(data))
     data = archive.read_bytes()
     parts = [data[i:i + PART_BYTES] for i in range(0, len(data), PART_BYTES)]
     for i, part in enumerate(parts[:7]):

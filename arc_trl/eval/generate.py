@@ -297,8 +297,11 @@ def run_generate(args: argparse.Namespace, generator=None) -> int:
         elif not (plan.output_dir / SAMPLING_FILE).is_file():
             write_json(plan.output_dir / SAMPLING_FILE, plan.sampling)
         if not args.no_score:
-            replay_config = replace(plan.sandbox_config, check_transform=False)  # replays score what the code left
-            score_folder(plan.output_dir, plan.tasks, args.n_predictions, args.dataset, args.agent_mode, args.workers,
+            # replays score what the code left: with the transform check, the `transform` a completion defines is
+            # what the check submitted, which a plain REPL replay (SUBMIT only) would not see
+            replay_config = replace(plan.sandbox_config, check_transform=False)
+            mode = "auto" if plan.sandbox_config.check_transform else args.agent_mode
+            score_folder(plan.output_dir, plan.tasks, args.n_predictions, args.dataset, mode, args.workers,
                          replay_config, progress=not args.no_progress, dropped=plan.dropped,
                          per_task=getattr(args, "per_task", False),
                          wandb_project=getattr(args, "wandb_project", None))

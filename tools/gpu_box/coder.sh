@@ -17,13 +17,14 @@ while [ $# -gt 0 ]; do
   case "$1" in
     stash) python3 tools/gpu_box/ferry.py stash "$2" | tail -1; shift 2 ;;
     start)
-      python3 tools/gpu_box/ferry.py assemble $FERRY | head -3
-      ls $FERRY/bundle/part.* > /dev/null 2>&1 || { echo "start: the bundle is not whole yet"; exit 2; }
+      python3 tools/gpu_box/ferry.py assemble $FERRY > /tmp/assemble.txt; head -3 /tmp/assemble.txt
+      if grep -q "waiting: bundle/" /tmp/assemble.txt || ! ls $FERRY/bundle/part.* > /dev/null 2>&1; then
+        echo "start: the bundle is not whole yet"; exit 2; fi
       if [ ! -d /tmp/site/vllm ]; then mkdir -p /tmp/site && cat $FERRY/bundle/part.* | xz -d -T8 | tar -x -C /tmp/site \
         || exit 2; fi
-      mkdir -p $SRC $WORK && tar --exclude=./.gpu -cf - . | tar -x -C $SRC
       if [ -f $WORK/pid ] && kill -0 "$(cat $WORK/pid)" 2>/dev/null; then echo "start: the queue runs already"
       else
+        mkdir -p $SRC $WORK && tar --exclude=./.gpu -cf - . | tar -x -C $SRC  # the running queue's code stays
         here=$PWD; cd $SRC; export PYTHONPATH=/tmp/site:$SRC PATH=/tmp/site/bin:$PATH
         setsid nohup python3 -m arc_experiments.coder run --work $WORK --wheels $FERRY/wheels \
           --assemble "python3 $SRC/tools/gpu_box/ferry.py assemble $FERRY" > $WORK/queue.log 2>&1 < /dev/null &
