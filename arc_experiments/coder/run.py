@@ -186,6 +186,8 @@ def warm(work: Work, model: str) -> int:
                 "--eval-dir", str(work.path("zero-shot", model, "train")), "--agent-mode", arm.agent_mode,
                 "--max-per-task", "4", "--workers", "12", "--skip-task-ids", *validation_ids(train_ids())]
         argv += ["--prompt-template", str(ROOT / arm.prompt_template)] if arm.prompt_template else []
+        if arm.agent_mode == "repl" and not arm.check_transform:  # a code turn alone ends no episode there
+            argv += ["--kinds", "solved"]
         if command(work, f"transcripts-{model}", argv):
             return 1
     trained = folder / "model"
