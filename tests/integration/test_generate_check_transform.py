@@ -1,0 +1,47 @@
+"""`evaluate generate --check-transform`: the episodes the check submitted are scored as solved. The folder's scoring
+replayed them as plain REPL attempts (SUBMIT only) and found no prediction: every coder-harness arm scored 0."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[2]
+ROTATE = "The grid turns half a turn.\n```python\nimport numpy as np\ndef transform(grid):\n    return np.rot90(grid, 2)\n```"
+
+
+class OneReply:
+    """A policy that answers every turn with the same text (then end of turn)."""
+
+    def __init__(self, tokenizer, text: str) -> None:
+        self.ids = tokenizer(text, add_special_tokens=False)["input_ids"]
+        self.eos_token_ids = [tokenizer.eos_token_id]
+
+    def generate(self, sequences, max_tokens, keys=None):
+        out = [self.ids[: max_tokens - 1] + self.eos_token_ids for _ in sequences]
+        return out, [[-0.5] * len(ids) for ids in out]
+
+    def global_any(self, flag):
+        return flag
+
+
+def test_episodes_the_check_submitted_are_scored_as_solved(tiny_model_dir, tmp_path):
+    from transformers import AutoTokenizer
+
+    from arc_trl.eval.generate import add_generate_arguments, run_generate
+
+    import argparse
+
+    out = tmp_path / "eval"
+    args = add_generate_arguments(argparse.ArgumentParser()).parse_args([
+        "--model", str(tiny_model_dir), "--dataset", "arc-agi-1/train", "--task-ids", "6150a2bd",
+        "--n-predictions", "2", "--output-dir", str(out), "--prompt-template",
+        str(ROOT / "configs" / "prompts" / "coder-repl.yaml"), "--check-transform", "--max-turns", "2",
+        "--max-completion-length", "512", "--workers", "1", "--no-progress"])
+    assert run_generate(args, generator=OneReply(AutoTokenizer.from_pretrained(tiny_model_dir), ROTATE)) == 0
+    records = [json.loads(line) for line in (out / "completions.jsonl").read_text().splitlines()]
+    assert [r["finish_reason"] for r in records] == ["submitted", "submitted"]  # the check submitted them
+    metrics = json.loads((out / "metrics.json").read_text())
+    assert metrics["pass_rate"] == 1.0 and metrics["is_correct"] == 1.0 and metrics["train_pass_rate"] == 1.0
+    rows = [json.loads(line) for line in (out / "per_attempt.jsonl").read_text().splitlines()]
+    assert all(r["passed"] and r["source"] == "transform" for r in rows)
