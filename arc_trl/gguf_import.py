@@ -292,7 +292,8 @@ def tie_embeddings(model, state: dict, embedding_types: dict[str, str]) -> dict:
                 f"{tuple(embedding.shape)} differ in shape"}
     a, b = embedding.detach().float(), head.detach().float()
     relative_rms = float(torch.linalg.norm(a - b) / torch.linalg.norm(b).clamp_min(1e-30))
-    cosine = float(torch.nn.functional.cosine_similarity(a, b, dim=1).min())
+    used = (a.norm(dim=1) > 1e-12) | (b.norm(dim=1) > 1e-12)  # rows zero in both (unused ids) say nothing
+    cosine = float(torch.nn.functional.cosine_similarity(a[used], b[used], dim=1).min()) if used.any() else 1.0
     figures = {"relative_rms": round(relative_rms, 6), "min_row_cosine": round(cosine, 6)}
     if relative_rms > TIE_MAX_RELATIVE_RMS or cosine < TIE_MIN_ROW_COSINE:
         return {"tied": False, **figures, "reason": f"output.weight is not a rounding of token_embd.weight (relative "
@@ -361,7 +362,8 @@ def _move_into_place(staging: Path, out: Path) -> None:
 def _is_weight_file(name: str) -> bool:
     """A checkpoint's weights or their index (what `from_pretrained` reads as the model)."""
     return (name.startswith("model") and (name.endswith(".safetensors") or name.endswith(".safetensors.index.json"))
-            or name.startswith("pytorch_model") and (name.endswith(".bin") or name.endswith(".bin.index.json")))
+            or name.startswith("pytorch_model") and (name.endswith(".bin") or name.endswith(".bin.index.json"))
+            or name in ("adapter_config.json", "adapter_model.safetensors", "adapter_model.bin"))  # a PEFT adapter
 
 
 def _import(path: Path, source: Source, out: Path, dtype: str, chat_template: str) -> None:

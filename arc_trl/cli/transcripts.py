@@ -24,6 +24,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--max-per-task", type=int, default=None, help="rows of each kind per task at most")
     parser.add_argument("--skip-task-ids", nargs="+", default=(),
                         help="held-out tasks (e.g. the validation tasks choices are made on): never in a row")
+    parser.add_argument("--allow-eval-split", action="store_true",
+                        help="take a dataset whose name says eval/evaluation (refused by default: training on the "
+                             "split you report on is a leak)")
     parser.add_argument("--workers", type=int, default=min(4, os.cpu_count() or 1), help="sandbox processes")
     args = parser.parse_args(argv)
     from arc_trl.data import load_template
@@ -31,6 +34,11 @@ def main(argv: list[str] | None = None) -> int:
     from arc_trl.tasks import load_tasks
     from arc_trl.warmstart.transcripts import TranscriptError, build_transcripts, write_transcripts
 
+    name = args.dataset.lower().replace("\\", "/")
+    if not args.allow_eval_split and any(part in ("eval", "evaluation") for part in name.replace(".", "/").split("/")):
+        print(f"error: --dataset {args.dataset}: an evaluation split; transcripts are for training (pass "
+              "--allow-eval-split if this really is not the split you report on)", file=sys.stderr)
+        return 2
     try:
         tasks = load_tasks(args.dataset)
         template = load_template(args.prompt_template, args.agent_mode)

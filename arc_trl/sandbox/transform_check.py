@@ -38,6 +38,8 @@ def transform_verdict(program: ProgramResult, train_outputs: list[Grid]) -> tupl
     lines = [f"transform(grid) checked on the {len(verdicts)} training examples: {matched} of {len(verdicts)} "
              "outputs match."]
     lines += [f"- example {i + 1}: {text}" for i, (_, text) in enumerate(verdicts)]
+    if not verdicts:
+        return None, "transform(grid) was not checked: the task has no training examples; call SUBMIT yourself."
     if matched < len(verdicts):
         lines.append("Fix transform and send it again, or explore the examples with code.")
         return None, "\n".join(lines)

@@ -157,10 +157,6 @@ def build_transcripts(eval_dirs: list[str | Path], tasks: list[ArcTask], mode: s
                 report.skipped["repeat"] += 1
                 continue
             seen.add(key)
-            if max_per_task is not None and per_task[row["task_id"], row["kind"]] >= max_per_task:
-                report.skipped["over_max_per_task"] += 1
-                continue
-            per_task[row["task_id"], row["kind"]] += 1
             candidates.append((row, relabelled))
 
     def reproduces(item: tuple[dict[str, Any], ArcTask | None]) -> bool:
@@ -182,6 +178,10 @@ def build_transcripts(eval_dirs: list[str | Path], tasks: list[ArcTask], mode: s
         if not ok:
             report.skipped["not_reproduced"] += 1
             continue
+        if max_per_task is not None and per_task[row["task_id"], row["kind"]] >= max_per_task:
+            report.skipped["over_max_per_task"] += 1  # counted after the replay: a dropped row frees a place
+            continue
+        per_task[row["task_id"], row["kind"]] += 1
         rows.append(row)
         report.kept[row["kind"]] += 1
         report.tasks.setdefault(row["kind"], set()).add(row["task_id"])

@@ -417,10 +417,29 @@ def test_an_earlier_checkpoints_shards_are_removed_by_an_import_into_its_folder(
     out = tmp_path / "ckpt"
     out.mkdir()
     for name in ("model-00001-of-00002.safetensors", "model-00002-of-00002.safetensors",
-                 "model.safetensors.index.json", "pytorch_model.bin", "notes.txt"):
+                 "model.safetensors.index.json", "pytorch_model.bin", "adapter_config.json", "notes.txt"):
         (out / name).write_text("old")
     import_gguf(gguf_dir / "tiny.gguf", out, dtype="float32")
     names = {p.name for p in out.iterdir()}
     assert "model.safetensors" in names and "notes.txt" in names
     assert not names & {"model-00001-of-00002.safetensors", "model-00002-of-00002.safetensors",
-                        "model.safetensors.index.json", "pytorch_model.bin"}
+                        "model.safetensors.index.json", "pytorch_model.bin", "adapter_config.json"}
+
+
+def test_rows_zero_in_both_matrices_do_not_keep_a_tie_from_being_seen():
+    """Unused vocabulary rows are zero in both copies: their cosine (0) made a real tie look like two matrices."""
+    from types import SimpleNamespace
+
+    from arc_trl.gguf_import import tie_embeddings
+
+    embedding = torch.nn.Embedding(8, 4)
+    head = torch.nn.Linear(4, 8, bias=False)
+    with torch.no_grad():
+        embedding.weight[6:] = 0
+        head.weight.copy_(embedding.weight + 1e-3 * torch.randn(8, 4) * (embedding.weight != 0))
+    model = torch.nn.Module()
+    model.embed, model.head, model.config = embedding, head, SimpleNamespace(tie_word_embeddings=False)
+    model.get_input_embeddings, model.get_output_embeddings = (lambda: embedding), (lambda: head)
+    state = {"embed.weight": embedding.weight.detach(), "head.weight": head.weight.detach()}
+    decision = tie_embeddings(model, state, {"token_embd.weight": "Q5_0", "output.weight": "Q8_0"})
+    assert decision["tied"] and decision["kept"] == "output.weight (Q8_0)" and "head.weight" not in state

@@ -68,3 +68,12 @@ def test_a_test_input_without_a_grid_submits_nothing(checking_pool, toy_task):
     assert turn.submitted is None
     assert turn.observation.splitlines()[-1].startswith("But transform gave no grid for test input 1 (error: ")
     assert "seven" in turn.observation
+
+
+def test_a_task_without_training_pairs_is_never_submitted_by_the_check():
+    from arc_trl.sandbox.results import ProgramResult
+    from arc_trl.sandbox.transform_check import transform_verdict
+
+    program = ProgramResult(compiled=True, test_outputs=[[[1]]], test_errors=[None])
+    submitted, text = transform_verdict(program, [])
+    assert submitted is None and "no training examples" in text

@@ -36,11 +36,14 @@ def plain_pool():
 @pytest.fixture
 def eval_dir(tmp_path, toy_task, plain_pool):
     """An `evaluate generate` folder, scored: one line per attempt with its messages."""
-    folder = tmp_path / "zero-shot"
+    return scored_folder(tmp_path / "zero-shot", toy_task, ATTEMPTS, plain_pool)
+
+
+def scored_folder(folder, toy_task, attempts, plain_pool):
     folder.mkdir()
     prompt = render_messages(toy_task, "repl")
     records = [{"task_id": toy_task.id, "attempt": i, "completion": text, "augmentation": "",
-                "messages": prompt + [{"role": "assistant", "content": text}]} for i, text in enumerate(ATTEMPTS)]
+                "messages": prompt + [{"role": "assistant", "content": text}]} for i, text in enumerate(attempts)]
     (folder / "completions.jsonl").write_text("".join(json.dumps(r) + "\n" for r in records))
     lined = [{**r, "line": n} for n, r in enumerate(records, start=1)]
     metrics, rows = score_completions([toy_task], lined, 2, plain_pool.config, mode="auto", where="test",
@@ -97,3 +100,18 @@ def test_bad_inputs_are_refused_naming_them(eval_dir, toy_task, plain_pool, tmp_
     bad.write_text(json.dumps({"messages": [{"role": "user", "content": "hi"}]}) + "\n")
     with pytest.raises(TranscriptError, match=r"bad\.jsonl:1: expected .* ending with an assistant turn"):
         read_transcripts([bad])
+
+
+def test_the_per_task_cap_counts_the_rows_that_replay_not_the_candidates(tmp_path, toy_task, plain_pool):
+    """The cap took the first candidates before the replay check: a task whose first program draws random numbers
+    lost its good row."""
+    folder = scored_folder(tmp_path / "z", toy_task, [ATTEMPTS[3], ATTEMPTS[2]], plain_pool)  # random, then flip
+    rows, report = build_transcripts([folder], [toy_task], "repl", None, plain_pool, max_per_task=1)
+    assert [r["source"].split("/")[-1] for r in rows] == ["1"] and report.skipped["not_reproduced"] == 1
+
+
+def test_the_command_refuses_an_evaluation_split(tmp_path, capsys):
+    from arc_trl.cli.transcripts import main
+
+    assert main(["--eval-dir", str(tmp_path), "--dataset", "arc-agi-1/eval", "--out", str(tmp_path / "t.jsonl")]) == 2
+    assert "an evaluation split; transcripts are for training" in capsys.readouterr().err
