@@ -23,6 +23,7 @@ from typing import Any
 FOLDER_FILES = ("metrics.json", "pass_at_k.json", "sampling.json")
 TOP_FILES = ("choice.json", "timeline.jsonl", "speed.json")
 GRID_FIELDS = ("test_predictions", "train_predictions")
+DATASET_METRICS = ("pass_rate", "is_correct")  # arc_trl.eval.score's: over the dataset, unattempted tasks failed
 KS = (1, 2, 8)
 TABLE = ("valid_code", "valid_outputs", "unique_outputs", "train_pixel_score", "train_correct_grids",
          "train_pass_rate", "pixel_score", "correct_grids", "pass_rate", "is_correct")
@@ -116,7 +117,14 @@ def folder_figures(folder: Path) -> dict[str, Any]:
     for key in TABLE:
         present = [t[key] for t in per_task if t[key] is not None]
         figures[key] = fmean(present) if present else None
-    curve = pass_at_k_curve(count_passes(rows), ks=KS)
+    # the pass figures over the whole dataset, as evaluate score writes them: an unattempted task is a failure
+    dataset = json.loads((folder / "metrics.json").read_text()).get("n_dataset_tasks_with_solutions")
+    dataset = dataset if dataset is not None else len(by_task)
+    figures["n_dataset_tasks"] = dataset
+    for key in DATASET_METRICS:
+        if figures[key] is not None:
+            figures[key] *= len(by_task) / dataset
+    curve = pass_at_k_curve(count_passes(rows), ks=KS, dataset_tasks=dataset)
     figures["pass_at_k"] = curve["pass_at_k"]
     figures["solved_tasks"] = sorted(t for t, task_rows in by_task.items() if any(r.get("passed") for r in task_rows))
     sampling = json.loads((folder / "sampling.json").read_text())
