@@ -18,6 +18,7 @@ import io
 import json
 import os
 import shlex
+import signal
 import subprocess
 import sys
 import tarfile
@@ -77,10 +78,13 @@ def command(work: Work, name: str, argv: list[str], limit: int = 3600) -> int:
     """A subprocess with its output in logs/NAME.log; its exit code (124 past `limit`)."""
     say(f"== {name}: {shlex.join(argv)[:300]}")
     with open(work.log(name), "w") as log:
+        process = subprocess.Popen(argv, stdout=log, stderr=subprocess.STDOUT, cwd=ROOT, env={**os.environ, **ENV},
+                                   start_new_session=True)  # its sandbox processes and engines go with it
         try:
-            return subprocess.run(argv, stdout=log, stderr=subprocess.STDOUT, cwd=ROOT, timeout=limit,
-                                  env={**os.environ, **ENV}).returncode
+            return process.wait(timeout=limit)
         except subprocess.TimeoutExpired:
+            os.killpg(process.pid, signal.SIGKILL)
+            process.wait()
             return 124
 
 
@@ -202,11 +206,17 @@ def warm(work: Work, model: str) -> int:
     served = trained
     if (trained / "adapter_config.json").exists():  # LoRA: merged once for the engine
         served = folder / "merged"
-        if not (served / "config.json").exists():
+        if not (served / "model.safetensors").exists():  # merged into a new folder, renamed once whole
+            import shutil
+
             from arc_trl.eval.generation_backends import load_tokenizer, merge_adapter_to
 
-            merge_adapter_to(str(work.path("models", model)), str(trained), "bfloat16", served,
+            partial = folder / "merged.partial"
+            shutil.rmtree(partial, ignore_errors=True)
+            shutil.rmtree(served, ignore_errors=True)
+            merge_adapter_to(str(work.path("models", model)), str(trained), "bfloat16", partial,
                              load_tokenizer(str(trained), "auto")[0])
+            partial.rename(served)
     ids = validation_ids(train_ids())
     jobs = [(folder / "validation", generate_argv(served, arm, TRAIN, folder / "validation", N_ZERO_SHOT, ids),
              N_ZERO_SHOT),
