@@ -14,6 +14,7 @@ from pathlib import Path
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
 TINY_MODEL_DEFAULT = "outputs/tiny-model"  # arc-trl build-tiny-model's default --out
+DEMO_MODEL = "outputs/demo/model"  # what `make demo` builds first (arc-trl build-tiny-model --out outputs/demo/model)
 
 
 def makers(value: str, root: Path = REPO_ROOT, depth: int = 3) -> list[str]:
@@ -23,6 +24,8 @@ def makers(value: str, root: Path = REPO_ROOT, depth: int = 3) -> list[str]:
 
     if value.rstrip("/") == TINY_MODEL_DEFAULT:
         return ["arc-trl build-tiny-model"]
+    if value.rstrip("/") == DEMO_MODEL:
+        return [f"arc-trl build-tiny-model --out {DEMO_MODEL}"]
     for config in sorted((root / "configs").rglob("*.yaml")) if depth > 0 else []:
         try:
             keys = yaml.safe_load(config.read_text()) or {}

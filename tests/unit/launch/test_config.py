@@ -91,7 +91,8 @@ def test_a_flag_is_never_taken_for_an_abbreviation(tiny_model_dir, tmp_path):
 
 
 @pytest.mark.parametrize("value, made_by", [
-    ("outputs/tiny-sft", "make it with `arc-trl build-tiny-model && arc-trl sft --config configs/sft-tiny-cpu.yaml`"),
+    ("outputs/tiny-sft", "make it with `arc-trl build-tiny-model --out outputs/demo/model && arc-trl sft --config "
+                         "configs/sft-tiny-cpu.yaml`"),
     ("{tmp}/no-such-model", "make it first (arc-trl build-tiny-model, arc-trl sft, arc-trl import-gguf) or give a "
                             "hub id such as Qwen/Qwen3-0.6B"),
 ])
@@ -154,5 +155,6 @@ def test_sft_names_a_missing_model_folder_too(tmp_path, monkeypatch):
     config = str(REPO_ROOT / "configs" / "sft-tiny-cpu.yaml")
     with pytest.raises(SystemExit) as err:
         sft_main(["--config", config])
-    assert str(err.value) == (f"error in {config}: model_name_or_path: no model folder at outputs/tiny-model "
-                              f"({tmp_path / 'outputs/tiny-model'}); make it with `arc-trl build-tiny-model`")
+    assert str(err.value) == (f"error in {config}: model_name_or_path: no model folder at outputs/demo/model "
+                              f"({tmp_path / 'outputs/demo/model'}); make it with `arc-trl build-tiny-model --out "
+                              "outputs/demo/model`")

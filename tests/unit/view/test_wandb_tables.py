@@ -20,7 +20,13 @@ def offline(monkeypatch, tmp_path):
     monkeypatch.setenv("WANDB_SILENT", "true")
     monkeypatch.setenv("WANDB_DATA_DIR", str(tmp_path / "wandb-data"))  # where the table artifacts are staged
     monkeypatch.delenv("WANDB_DIR", raising=False)
-    return tmp_path
+    import wandb
+
+    if wandb.run is not None:  # a run an earlier test in this process left open (the tables need none, then ours)
+        wandb.finish()
+    yield tmp_path
+    if wandb.run is not None:
+        wandb.finish()
 
 
 def _tables(root: Path, key: str) -> list[dict]:
