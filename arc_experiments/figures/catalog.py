@@ -51,6 +51,12 @@ def _multigpu(root: Path) -> dict[str, Any]:
     return summary(root)
 
 
+def _coder(root: Path) -> dict[str, Any]:
+    from arc_experiments.coder.records import summary
+
+    return summary(root)
+
+
 SUMMARIES = {
     "learning": Summary("results/gpu_learning_summary.json", "results/gpu_learning/results-machine*.json",
                         learning_06b),
@@ -60,6 +66,8 @@ SUMMARIES = {
                     "results/gpu_multigpu/MACHINE/layout_*-fp8.json",
                     _steps, indent=1),
     "multigpu": Summary("results/gpu_multigpu_summary.json", "results/gpu_multigpu/", _multigpu, indent=1),
+    "coder": Summary("results/coder_summary.json", "results/coder/ (each folder's per_attempt.jsonl.gz)", _coder,
+                     indent=1),
 }
 
 

@@ -20,6 +20,7 @@ from __future__ import annotations
 import argparse
 import hashlib
 import json
+import os
 import shutil
 import subprocess
 import sys
@@ -127,13 +128,25 @@ def stash(folder: Path, store: Path) -> int:
     return 0
 
 
+def _checked_chunks(store: Path) -> dict[str, bool]:
+    """The chunks whose sha256 was checked already, by index and modification time."""
+    try:
+        return json.loads((store / "checked.json").read_text())
+    except (OSError, ValueError):
+        return {}
+
+
 def assemble(out: Path, store: Path) -> int:
     manifest = json.loads((store / "manifest.json").read_text())
     size = manifest["chunk_bytes"]
-    good = {}
-    for chunk in manifest["chunks"]:
+    good, known = {}, _checked_chunks(store)
+    for chunk in manifest["chunks"]:  # a chunk counts once its size and sha256 are the packed ones
         path = store / f"chunk.{chunk['index']:03d}"
-        good[chunk["index"]] = path.is_file() and path.stat().st_size == chunk["size"]
+        key = f"{chunk['index']}:{path.stat().st_mtime_ns if path.is_file() else 0}"
+        if path.is_file() and path.stat().st_size == chunk["size"] and key not in known:
+            known[key] = _sha256(path) == chunk["sha256"]
+        good[chunk["index"]] = path.is_file() and path.stat().st_size == chunk["size"] and known.get(key, False)
+    (store / "checked.json").write_text(json.dumps(known))
     complete, waiting = [], []
     for entry in manifest["files"]:
         target = out / entry["name"]
@@ -144,7 +157,8 @@ def assemble(out: Path, store: Path) -> int:
             continue
         if not (target.is_file() and target.stat().st_size == entry["size"]):
             target.parent.mkdir(parents=True, exist_ok=True)
-            with open(target.with_suffix(target.suffix + ".part"), "wb") as f:
+            partial = target.with_suffix(f"{target.suffix}.part{os.getpid()}")  # two assembles never share one
+            with open(partial, "wb") as f:
                 position, left = entry["offset"], entry["size"]
                 while left:
                     index = position // size
@@ -153,13 +167,18 @@ def assemble(out: Path, store: Path) -> int:
                         data = chunk.read(min(left, size - (position - index * size)))
                     f.write(data)
                     position, left = position + len(data), left - len(data)
-            if _sha256(target.with_suffix(target.suffix + ".part")) != entry["sha256"]:
+            if _sha256(partial) != entry["sha256"]:
+                partial.unlink()
                 raise SystemExit(f"ferry: {entry['name']}: sha256 differs from the packed file (a corrupt chunk)")
-            target.with_suffix(target.suffix + ".part").replace(target)
+            partial.replace(target)
         complete.append(entry["name"])
     started = store / "started"
     since = f"; {time.time() - started.stat().st_mtime:.0f} s since the first stash" if started.exists() else ""
     print(f"ferry: {len(complete)} of {len(manifest['files'])} files complete in {out}{since}")
+    bad = [c["index"] for c in manifest["chunks"] if (store / f"chunk.{c['index']:03d}").is_file() and not good[
+        c["index"]]]
+    if bad:
+        print(f"  corrupt or short chunks (carry them again): {', '.join(map(str, bad))}")
     for name, needed in waiting:
         print(f"  waiting: {name} (chunks {', '.join(map(str, needed))})")
     return 0 if not waiting else 3
