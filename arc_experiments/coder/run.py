@@ -332,6 +332,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--only", help="comma-separated stage names")
     parser.add_argument("--assemble", help="a command run while waiting for wheels (e.g. ferry.py assemble ...)")
     parser.add_argument("--smoke", action="store_true", help="a CPU rehearsal with the models already in WORK/models")
+    parser.add_argument("--choice", type=Path, help="a committed choice.json (results/coder/choice.json): the 0.5B's "
+                        "harness arms were measured already, the stages after them start at once")
     args = parser.parse_args(argv)
     work = Work(args.work, args.wheels, args.smoke)
     if args.verb == "list":
@@ -349,4 +351,8 @@ def main(argv: list[str] | None = None) -> int:
         return 0
     args.work.mkdir(parents=True, exist_ok=True)
     only = set(args.only.split(",")) if args.only else None
+    if args.choice is not None and not work.path("choice.json").exists():
+        work.path("choice.json").write_text(args.choice.read_text())
+        only = (only or {name for name, _, _ in stages(work)}) - {"harness-qwen05"}
+        say(f"   the committed choice: {json.loads(args.choice.read_text())['chosen']} ({args.choice})")
     return run(work, only, shlex.split(args.assemble) if args.assemble else None)

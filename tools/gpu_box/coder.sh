@@ -26,7 +26,8 @@ while [ $# -gt 0 ]; do
       else
         mkdir -p $SRC $WORK && tar --exclude=./.gpu -cf - . | tar -x -C $SRC  # the running queue's code stays
         here=$PWD; cd $SRC; export PYTHONPATH=/tmp/site:$SRC PATH=/tmp/site/bin:$PATH
-        setsid nohup python3 -m arc_experiments.coder run --work $WORK --wheels $FERRY/wheels \
+        choice=""; [ -f results/coder/choice.json ] && choice="--choice $SRC/results/coder/choice.json"  # measured once
+        setsid nohup python3 -m arc_experiments.coder run --work $WORK --wheels $FERRY/wheels $choice \
           --assemble "python3 $SRC/tools/gpu_box/ferry.py assemble $FERRY" > $WORK/queue.log 2>&1 < /dev/null &
         echo $! > $WORK/pid; disown; cd "$here"
         echo "start: queue started (pid $(cat $WORK/pid))"
