@@ -145,6 +145,26 @@ def error_kinds(rows: list[dict[str, Any]]) -> dict[str, int]:
     return dict(sorted(counts.items()))
 
 
+def paired_difference(a: Path, b: Path, key: str) -> dict[str, Any]:
+    """Folder b's per-task mean of a per-attempt field minus folder a's, over the tasks both attempted: the mean and a
+    95% t interval over tasks (one sample of attempts per task: no seed variance in it)."""
+    from statistics import fmean, stdev
+
+    from arc_experiments.learning.student_t import t_quantile
+
+    def per_task(folder: Path) -> dict[str, float]:
+        values: dict[str, list[float]] = {}
+        for row in read_slim(folder):
+            values.setdefault(row["task_id"], []).append(float(bool(row.get(key))))
+        return {task: fmean(v) for task, v in values.items()}
+
+    left, right = per_task(a), per_task(b)
+    diffs = [right[t] - left[t] for t in sorted(set(left) & set(right))]
+    mean = fmean(diffs)
+    half = t_quantile(0.975, len(diffs) - 1) * stdev(diffs) / len(diffs) ** 0.5 if len(diffs) > 1 else float("nan")
+    return {"tasks": len(diffs), "mean": round(mean, 6), "ci95": [round(mean - half, 6), round(mean + half, 6)]}
+
+
 def summary(root: Path) -> dict[str, Any]:
     """results/coder_summary.json from results/coder/ (see the module docstring)."""
     base = root / "results" / "coder"
@@ -152,6 +172,11 @@ def summary(root: Path) -> dict[str, Any]:
     if not folders:
         raise FileNotFoundError(f"{base}: no per_attempt.jsonl.gz")
     out: dict[str, Any] = {"folders": {str(f.relative_to(base)): folder_figures(f) for f in folders}}
+    harness = sorted(p for p in base.glob("harness/*/default") if (p / "per_attempt.jsonl.gz").exists())
+    out["harness_vs_default"] = {  # each arm minus the default prompt, paired by task
+        str(arm.relative_to(base)): {key: paired_difference(default, arm, key) for key in ("valid_outputs", "passed")}
+        for default in harness for arm in sorted(default.parent.iterdir())
+        if arm != default and (arm / "per_attempt.jsonl.gz").exists()}
     for name in ("choice.json", "speed.json"):
         if (base / name).exists():
             out[name.removesuffix(".json")] = json.loads((base / name).read_text())

@@ -72,3 +72,22 @@ def test_the_choice_rule_and_the_validation_tasks_are_fixed():
     assert choose_arm(metrics) == "program-spaced"
     metrics["coder-spaced"]["is_correct"] = 0.01
     assert choose_arm(metrics) == "coder-spaced"
+
+
+def test_a_paired_difference_is_over_the_tasks_both_folders_attempted(tmp_path):
+    import gzip
+
+    from arc_experiments.coder.records import paired_difference
+
+    def folder(name, rows):
+        path = tmp_path / name
+        path.mkdir()
+        with gzip.open(path / "per_attempt.jsonl.gz", "wt") as f:
+            f.writelines(json.dumps({"task_id": t, "valid_outputs": v}) + "\n" for t, v in rows)
+        return path
+
+    a = folder("a", [("t1", False), ("t1", False), ("t2", True), ("t2", False), ("t3", True)])
+    b = folder("b", [("t1", True), ("t1", False), ("t2", True), ("t2", True), ("t4", True)])
+    figures = paired_difference(a, b, "valid_outputs")
+    # t1: 0.5 - 0, t2: 1 - 0.5 (t3, t4 unpaired): mean 0.5, standard deviation 0: the interval is the point
+    assert figures == {"tasks": 2, "mean": 0.5, "ci95": [0.5, 0.5]}
