@@ -304,11 +304,12 @@ def pack(work: Work, out: Path) -> int:
             if path.name != "completions.jsonl":
                 tar.add(path, arcname=name)
                 continue
-            lines = []  # without `messages` (the prompt again, and the turns): the completion and outcome stay
-            for line in path.read_text().splitlines():
+            lines = []  # `messages` (the prompt again, and the turns) only where a SUBMIT ended the episode (the
+            for line in path.read_text().splitlines():  # solved ones among them: transcripts replay their turns)
                 with contextlib.suppress(ValueError):
                     record = json.loads(line)
-                    record.pop("messages", None)
+                    if record.get("finish_reason") != "submitted":
+                        record.pop("messages", None)
                     lines.append(json.dumps(record))
             data = ("\n".join(lines) + "\n").encode()
             info = tarfile.TarInfo(name)
