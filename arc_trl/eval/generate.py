@@ -260,6 +260,15 @@ def generate(plan: Plan, generator=None) -> dict[str, Any]:
     write_json(plan.output_dir / SAMPLING_FILE, plan.sampling)
     rollout = RolloutSettings(args.agent_mode, args.max_turns, args.max_tokens_per_turn, args.max_completion_length,
                               scheduling=args.rollout_scheduling)
+    shared = generator is not None
+    if shared and getattr(generator, "sampling", None) is not None:  # a shared engine samples as this plan says
+        from arc_trl.eval.generation_backends import sampling_options
+
+        wanted = {**sampling_options(args), "stop_token_ids": list(eos_token_ids(args.model, tokenizer))}
+        if generator.sampling != wanted:
+            raise GenerateInputError(f"the shared engine samples with {generator.sampling}, this folder asks for "
+                                     f"{wanted}: give it its own engine")
+    run["shared_engine"] = shared
     with contextlib.ExitStack() as stack:
         if generator is None:
             generator = build_generator(args, tokenizer, eos_token_ids(args.model, tokenizer), max_model_len, stack)

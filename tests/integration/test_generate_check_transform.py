@@ -45,3 +45,22 @@ def test_episodes_the_check_submitted_are_scored_as_solved(tiny_model_dir, tmp_p
     assert metrics["pass_rate"] == 1.0 and metrics["is_correct"] == 1.0 and metrics["train_pass_rate"] == 1.0
     rows = [json.loads(line) for line in (out / "per_attempt.jsonl").read_text().splitlines()]
     assert all(r["passed"] and r["source"] == "transform" for r in rows)
+
+
+def test_a_shared_engine_that_samples_otherwise_than_the_folder_asks_is_refused(tiny_model_dir, tmp_path, capsys):
+    """One engine serves several folders (arc_experiments/coder): a folder asking for another temperature than the
+    engine samples with would record settings its attempts were not made with."""
+    import argparse
+
+    from transformers import AutoTokenizer
+
+    from arc_trl.eval.generate import add_generate_arguments, run_generate
+
+    engine = OneReply(AutoTokenizer.from_pretrained(tiny_model_dir), ROTATE)
+    engine.sampling = {"temperature": 1.0, "top_p": 1.0, "repetition_penalty": 1.0, "stop_token_ids": [0]}
+    args = add_generate_arguments(argparse.ArgumentParser()).parse_args([
+        "--model", str(tiny_model_dir), "--dataset", "arc-agi-1/train", "--task-ids", "6150a2bd", "--n-predictions",
+        "1", "--output-dir", str(tmp_path / "eval"), "--temperature", "0.5", "--workers", "1", "--no-progress"])
+    assert run_generate(args, generator=engine) == 2
+    assert "the shared engine samples with" in capsys.readouterr().err
+    assert not (tmp_path / "eval" / "completions.jsonl").exists()
