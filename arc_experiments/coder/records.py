@@ -60,12 +60,13 @@ def slim(work: Path, out: Path) -> list[Path]:
         for name in FOLDER_FILES:
             if (folder / name).exists():
                 shutil.copy2(folder / name, target / name)
+        rows = slim_rows(folder / "per_attempt.jsonl")
         with gzip.open(target / "per_attempt.jsonl.gz", "wt", encoding="utf-8", compresslevel=9) as f:
-            for row in slim_rows(folder / "per_attempt.jsonl"):
-                f.write(json.dumps(row) + "\n")
-        passed = {(r["task_id"], r["attempt"]) for r in slim_rows(folder / "per_attempt.jsonl") if r.get("passed")}
-        solved = [line for line in (folder / "completions.jsonl").read_text().splitlines()
-                  if line.strip() and (json.loads(line)["task_id"], json.loads(line)["attempt"]) in passed]
+            f.writelines(json.dumps(row) + "\n" for row in rows)
+        passed = {(r["task_id"], r["attempt"]) for r in rows if r.get("passed")}
+        records = [(line, json.loads(line)) for line in (folder / "completions.jsonl").read_text().splitlines()
+                   if line.strip()]
+        solved = [line for line, record in records if (record["task_id"], record["attempt"]) in passed]
         (target / "solved.jsonl").write_text("".join(line + "\n" for line in solved))
         written.append(target)
     for name in TOP_FILES:
