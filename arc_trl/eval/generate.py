@@ -288,6 +288,19 @@ def generate(plan: Plan, generator=None) -> dict[str, Any]:
     return run
 
 
+def score_plan(plan: Plan) -> None:
+    """Score the plan's folder as `generate` does after generating (its first `--n-predictions` attempts a task):
+    what a separate process calls to score a folder generated with `--no-score` (`prepare` first: no engine)."""
+    args = plan.args
+    # replays score what the code left: with the transform check, the `transform` a completion defines is what the
+    # check submitted, which a plain REPL replay (SUBMIT only) would not see
+    replay_config = replace(plan.sandbox_config, check_transform=False)
+    mode = "auto" if plan.sandbox_config.check_transform else args.agent_mode
+    score_folder(plan.output_dir, plan.tasks, args.n_predictions, args.dataset, mode, args.workers, replay_config,
+                 progress=not args.no_progress, dropped=plan.dropped, per_task=getattr(args, "per_task", False),
+                 wandb_project=getattr(args, "wandb_project", None))
+
+
 def run_generate(args: argparse.Namespace, generator=None) -> int:
     """Run `generate` (with `generator`: see `generate`); returns the exit code (0 done, 2 bad arguments, inputs or
     output folder, 130 interrupted)."""
@@ -306,14 +319,7 @@ def run_generate(args: argparse.Namespace, generator=None) -> int:
         elif not (plan.output_dir / SAMPLING_FILE).is_file():
             write_json(plan.output_dir / SAMPLING_FILE, plan.sampling)
         if not args.no_score:
-            # replays score what the code left: with the transform check, the `transform` a completion defines is
-            # what the check submitted, which a plain REPL replay (SUBMIT only) would not see
-            replay_config = replace(plan.sandbox_config, check_transform=False)
-            mode = "auto" if plan.sandbox_config.check_transform else args.agent_mode
-            score_folder(plan.output_dir, plan.tasks, args.n_predictions, args.dataset, mode, args.workers,
-                         replay_config, progress=not args.no_progress, dropped=plan.dropped,
-                         per_task=getattr(args, "per_task", False),
-                         wandb_project=getattr(args, "wandb_project", None))
+            score_plan(plan)
     except GenerateInputError as e:
         print(f"error: {e}", file=sys.stderr)
         return 2
