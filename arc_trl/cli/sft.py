@@ -40,6 +40,11 @@ class SftArguments:
         metadata={"help": "REPL reference episodes in the coder prompt's convention: one turn, the program, which the "
                   "sandbox's transform check submits (use with configs/prompts/coder-repl.yaml)."},
     )
+    max_train_seconds: float | None = field(
+        default=None,
+        metadata={"help": "wall-clock budget of training: it ends after the first optimizer step past it (the model "
+                  "saved as after a normal end; the learning-rate schedule is the full run's)."},
+    )
     privileged: str = field(
         default="none",
         metadata={"help": "none | program | solutions: train on the privileged teacher prompt (the reference "
@@ -94,7 +99,16 @@ def main(argv: list[str] | None = None):
         processing_class=tokenizer,
         peft_config=get_peft_config(model_args),
     )
+    budget = None
+    if sft_args.max_train_seconds is not None:
+        from arc_trl.trainer.time_budget import TimeBudgetCallback
+
+        budget = TimeBudgetCallback(sft_args.max_train_seconds)
+        trainer.add_callback(budget)
     trainer.train(resume_from_checkpoint=args.resume_from_checkpoint)
+    if budget is not None and budget.stopped_at_step is not None:
+        print(f"[sft] stopped at the time budget ({sft_args.max_train_seconds:g} s) after step "
+              f"{budget.stopped_at_step} of {trainer.state.max_steps}")
     trainer.save_model(args.output_dir)
     tokenizer.save_pretrained(args.output_dir)
     losses = [h["loss"] for h in trainer.state.log_history if "loss" in h]

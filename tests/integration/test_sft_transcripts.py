@@ -1,5 +1,5 @@
 """`arc-trl sft --transcripts`: a model's own transcripts (arc-trl transcripts) trained beside synthetic reference
-episodes, in the coder prompt's one-turn convention (`check_transform`)."""
+episodes, in the coder prompt's one-turn convention (`check_transform`), within a wall-clock budget (`max_train_seconds`)."""
 
 from __future__ import annotations
 
@@ -19,10 +19,11 @@ def test_sft_trains_on_transcripts_beside_one_turn_reference_episodes(tiny_model
     transcripts.write_text(json.dumps(row) + "\n")
     trainer = sft(["--config", str(ROOT / "configs" / "demo" / "sft-student.yaml"),
                    "--model_name_or_path", str(tiny_model_dir), "--output_dir", str(tmp_path / "sft"),
-                   "--max_steps", "1", "--report_to", "none", "--dataset", "synthetic:n=3,seed=0,difficulty=tiny",
+                   "--max_steps", "3", "--max_train_seconds", "1e-6", "--report_to", "none", "--dataset", "synthetic:n=3,seed=0,difficulty=tiny",
                    "--prompt_template", str(ROOT / "configs" / "prompts" / "coder-repl.yaml"),
                    "--check_transform", "true", "--transcripts", str(transcripts)])
     out = capsys.readouterr().out
+    assert trainer.state.global_step == 1 and "stopped at the time budget (1e-06 s) after step 1 of 3" in out
     assert "[sft] 3 reference episodes (0 dropped)" in out and "[sft] 1 transcripts (1 hindsight)" in out
     rows = trainer.train_dataset
     assert len(rows) == 4
