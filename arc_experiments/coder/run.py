@@ -6,8 +6,12 @@ its wheels to arrive (they come over many calls while the 0.5B's stages run).
     python -m arc_experiments.coder slim --work RECORDS --out results/coder  # here: what is committed
 
 Folders under WORK: models/NAME (imported), harness/NAME/ARM (validation tasks), zero-shot/NAME/{train,eval},
-warm/NAME/{transcripts.jsonl,model,validation,eval,train}, logs/, choice.json, timeline.jsonl (each stage's start,
+warm/NAME/{transcripts.jsonl,model,eval,validation,train}, logs/, choice.json, timeline.jsonl (each stage's start,
 end, exit code: the GPU seconds of every figure).
+
+The zero-shot and warm folders are scored by a process of their own (`score-folder`, CPU only) while the engine
+generates the next folder or the SFT trains: a replay of 3,200 attempts takes minutes of CPU in which the GPU would
+wait. The training split's zero-shot folder is generated first: its scores choose the transcripts.
 """
 
 from __future__ import annotations
@@ -24,7 +28,7 @@ import sys
 import tarfile
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from arc_experiments.coder.plan import (ARMS, EVAL, MODELS, N_HARNESS, N_ZERO_SHOT, ROOT, TRAIN,
@@ -33,6 +37,8 @@ from arc_experiments.coder.plan import (ARMS, EVAL, MODELS, N_HARNESS, N_ZERO_SH
 ENV = {"PYTHONUNBUFFERED": "1", "TOKENIZERS_PARALLELISM": "false", "WANDB_MODE": "disabled",
        "VLLM_USE_FLASHINFER_SAMPLER": "0", "NCCL_NVLS_ENABLE": "0"}
 SFT_CONFIGS = {"qwen05": "configs/coder/sft-qwen05-full.yaml", "qwen15": "configs/coder/sft-qwen15-lora.yaml"}
+SFT_SECONDS = {"qwen05": 180, "qwen15": 600}  # the warm start's wall-clock budget on one H200 (a session's share)
+SCORE_WORKERS = 8  # a background scorer's sandbox processes (the engine's episodes keep theirs)
 HARNESS_ARMS_15 = ("default",)  # the 1.5B: the default beside the chosen arm (the choice is the 0.5B's)
 
 
@@ -41,6 +47,7 @@ class Work:
     root: Path
     wheels: Path
     smoke: bool = False  # a CPU rehearsal: 2 tasks a folder, 1 attempt, short turns, one SFT step (`--smoke`)
+    scorers: list[tuple[str, subprocess.Popen]] = field(default_factory=list)  # (folder, its background scorer)
 
     def scaled(self, argv: list[str], n: int) -> tuple[list[str], int]:
         """A folder's generate arguments and attempts, cut down for a smoke run."""
@@ -97,14 +104,57 @@ def folder_done(folder: Path, n: int) -> bool:
     return metrics.get("n_attempts", 0) >= n * metrics.get("n_tasks", 1) > 0
 
 
-def generate_folders(work: Work, name: str, model: Path, jobs: list[tuple[Path, list[str], int]]) -> int:
-    """`arc-trl evaluate generate` for each (folder, argv, n) with one vLLM engine for all (started once)."""
+def score_in_background(work: Work, folder: Path, argv: list[str]) -> None:
+    """Score a generated folder in a process of its own (`score-folder`): the engine goes on meanwhile."""
+    name = f"score-{'-'.join(folder.relative_to(work.root).parts)}"
+    log = open(work.log(name), "w")  # noqa: SIM115  (closed with the process: the child holds its own descriptor)
+    process = subprocess.Popen([sys.executable, "-m", "arc_experiments.coder", "score-folder", "--", *argv,
+                                "--workers", str(SCORE_WORKERS)], stdout=log, stderr=subprocess.STDOUT, cwd=ROOT,
+                               env={**os.environ, **ENV}, start_new_session=True)
+    log.close()
+    work.scorers.append((str(folder.relative_to(work.root)), process))
+    say(f"   scoring {folder} in the background (pid {process.pid})")
+
+
+def scorers_running(work: Work) -> bool:
+    """Whether a background scorer still runs (those that ended are noted in the timeline once)."""
+    for folder, process in list(work.scorers):
+        if process.poll() is not None:
+            work.note(event="scored", folder=folder, rc=process.returncode)
+            say(f"   scored {folder}: rc={process.returncode}")
+            work.scorers.remove((folder, process))
+    return bool(work.scorers)
+
+
+def score_folder_command(argv: list[str]) -> int:
+    """`score-folder -- GENERATE_ARGV`: score a folder that `evaluate generate ... --no-score` generated whole, as
+    `evaluate generate` would have (exit 3 when attempts are missing: no engine is started here)."""
+    from arc_trl.eval.generate import GenerateInputError, add_generate_arguments, prepare, score_plan
+
+    args = add_generate_arguments(argparse.ArgumentParser()).parse_args([a for a in argv if a != "--no-score"])
+    try:
+        plan = prepare(args)
+    except GenerateInputError as error:
+        print(f"error: {error}", file=sys.stderr)
+        return 2
+    if plan.jobs:
+        print(f"error: {len(plan.jobs)} attempt(s) of {args.output_dir} are not generated: not scored", file=sys.stderr)
+        return 3
+    score_plan(plan)
+    return 0
+
+
+def generate_folders(work: Work, name: str, model: Path, jobs: list[tuple[Path, list[str], int]],
+                     background_score: bool = False) -> int:
+    """`arc-trl evaluate generate` for each (folder, argv, n) with one vLLM engine for all (started once); with
+    `background_score`, each folder generated is scored by a process of its own while the next one generates."""
     from arc_trl.eval.generate import add_generate_arguments, run_generate
     from arc_trl.eval.generation_backends import build_generator, eos_token_ids, load_tokenizer
     from arc_trl.eval.generation_settings import resolve_options
 
     jobs = [(folder, *work.scaled(argv, n)) for folder, argv, n in jobs]
-    todo = [(folder, argv) for folder, argv, n in jobs if not folder_done(folder, n)]
+    no_score = ["--no-score"] if background_score else []
+    todo = [(folder, argv + no_score) for folder, argv, n in jobs if not folder_done(folder, n)]
     if not todo:
         return 0
     parser = add_generate_arguments(argparse.ArgumentParser())
@@ -122,6 +172,8 @@ def generate_folders(work: Work, name: str, model: Path, jobs: list[tuple[Path, 
             rc = run_generate(parser.parse_args(argv), generator=generator)
             work.note(stage=name, folder=str(folder.relative_to(work.root)), rc=rc,
                       seconds=round(time.time() - started, 1))
+            if background_score and rc == 0:
+                score_in_background(work, folder, argv)
             code = code or rc
     return code
 
@@ -171,11 +223,13 @@ def harness(work: Work, model: str) -> int:
 
 
 def zero_shot(work: Work, model: str) -> int:
+    """The chosen harness on both splits: the training split first (its scores choose the warm start's
+    transcripts, while the evaluation split generates)."""
     arm = chosen(work)
     jobs = [(work.path("zero-shot", model, split), generate_argv(work.path("models", model), arm, dataset,
                                                                   work.path("zero-shot", model, split), N_ZERO_SHOT),
-             N_ZERO_SHOT) for split, dataset in (("eval", EVAL), ("train", TRAIN))]  # the reported split first
-    return generate_folders(work, f"zero-shot-{model}", work.path("models", model), jobs)
+             N_ZERO_SHOT) for split, dataset in (("train", TRAIN), ("eval", EVAL))]
+    return generate_folders(work, f"zero-shot-{model}", work.path("models", model), jobs, background_score=True)
 
 
 def warm(work: Work, model: str) -> int:
@@ -199,7 +253,8 @@ def warm(work: Work, model: str) -> int:
         argv = [sys.executable, "-m", "arc_trl", "sft", "--config", str(ROOT / SFT_CONFIGS[model]),
                 "--model_name_or_path", str(work.path("models", model)), "--output_dir", str(trained),
                 "--transcripts", str(transcripts), "--agent_mode", arm.agent_mode,
-                "--check_transform", str(arm.check_transform).lower(), *work.sft_extra(),
+                "--check_transform", str(arm.check_transform).lower(), "--max_train_seconds",
+                str(SFT_SECONDS[model]), *work.sft_extra(),
                 "--prompt_template", str(ROOT / arm.prompt_template) if arm.prompt_template else ""]
         if command(work, f"sft-{model}", argv):
             return 1
@@ -218,11 +273,11 @@ def warm(work: Work, model: str) -> int:
                              load_tokenizer(str(trained), "auto")[0])
             partial.rename(served)
     ids = validation_ids(train_ids())
-    jobs = [(folder / "validation", generate_argv(served, arm, TRAIN, folder / "validation", N_ZERO_SHOT, ids),
+    jobs = [(folder / "eval", generate_argv(served, arm, EVAL, folder / "eval", N_ZERO_SHOT), N_ZERO_SHOT),
+            (folder / "validation", generate_argv(served, arm, TRAIN, folder / "validation", N_ZERO_SHOT, ids),
              N_ZERO_SHOT),
-            (folder / "eval", generate_argv(served, arm, EVAL, folder / "eval", N_ZERO_SHOT), N_ZERO_SHOT),
             (folder / "train", generate_argv(served, arm, TRAIN, folder / "train", N_ZERO_SHOT), N_ZERO_SHOT)]
-    return generate_folders(work, f"warm-{model}", served, jobs)
+    return generate_folders(work, f"warm-{model}", served, jobs, background_score=True)
 
 
 def speed(work: Work) -> int:
@@ -259,6 +314,9 @@ def run(work: Work, only: set[str] | None, assemble: list[str] | None, poll_s: f
     while pending:
         ready = next((s for s in pending if s[1]()), None)
         if ready is None:
+            if scorers_running(work):  # a stage may wait for a folder's scores
+                time.sleep(poll_s)
+                continue
             if not any(name.startswith("import-") for name, _, _ in pending):  # nothing more can arrive
                 say(f"   never ready (a stage they need failed): {', '.join(name for name, _, _ in pending)}")
                 work.note(event="never ready", stages=[name for name, _, _ in pending])
@@ -281,6 +339,8 @@ def run(work: Work, only: set[str] | None, assemble: list[str] | None, poll_s: f
         say(f"   {name}: rc={code} in {time.time() - started:.0f} s")
         failures += code != 0
         pending.remove(ready)
+    while scorers_running(work):  # the last folders' scores
+        time.sleep(poll_s)
     return 1 if failures else 0
 
 
@@ -326,7 +386,7 @@ def pack(work: Work, out: Path) -> int:
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m arc_experiments.coder", description=__doc__,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("verb", choices=("run", "pack", "slim", "list"))
+    parser.add_argument("verb", choices=("run", "pack", "slim", "list", "score-folder"))
     parser.add_argument("--work", type=Path, default=Path("/tmp/coder"))
     parser.add_argument("--wheels", type=Path, default=Path("/tmp/ferry-out/wheels"))
     parser.add_argument("--out", type=Path)
@@ -335,6 +395,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--smoke", action="store_true", help="a CPU rehearsal with the models already in WORK/models")
     parser.add_argument("--choice", type=Path, help="a committed choice.json (results/coder/choice.json): the 0.5B's "
                         "harness arms were measured already, the stages after them start at once")
+    argv = sys.argv[1:] if argv is None else list(argv)
+    if argv[:1] == ["score-folder"]:  # the rest are `evaluate generate` arguments
+        return score_folder_command(argv[2:] if argv[1:2] == ["--"] else argv[1:])
     args = parser.parse_args(argv)
     work = Work(args.work, args.wheels, args.smoke)
     if args.verb == "list":

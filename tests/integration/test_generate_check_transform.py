@@ -64,3 +64,35 @@ def test_a_shared_engine_that_samples_otherwise_than_the_folder_asks_is_refused(
     assert run_generate(args, generator=engine) == 2
     assert "the shared engine samples with" in capsys.readouterr().err
     assert not (tmp_path / "eval" / "completions.jsonl").exists()
+
+
+def test_a_folder_generated_without_scores_is_scored_by_another_process_as_generate_would(tiny_model_dir, tmp_path,
+                                                                                          capsys):
+    """arc_experiments/coder scores a folder in a process of its own (`score-folder`) while the engine goes on: the
+    scores are those `generate` writes itself, and a folder with attempts missing is refused (no engine there)."""
+    import argparse
+
+    from transformers import AutoTokenizer
+
+    from arc_experiments.coder.run import score_folder_command
+    from arc_trl.eval.generate import add_generate_arguments, run_generate
+
+    engine = OneReply(AutoTokenizer.from_pretrained(tiny_model_dir), ROTATE)
+
+    def argv(out, n):
+        return ["--model", str(tiny_model_dir), "--dataset", "arc-agi-1/train", "--task-ids", "6150a2bd", "007bbfb7",
+                "--n-predictions", str(n), "--output-dir", str(out), "--prompt-template",
+                str(ROOT / "configs" / "prompts" / "coder-repl.yaml"), "--check-transform", "--max-turns", "2",
+                "--max-completion-length", "512", "--workers", "1", "--no-progress"]
+
+    parse = add_generate_arguments(argparse.ArgumentParser()).parse_args
+    assert run_generate(parse(argv(tmp_path / "inline", 2)), generator=engine) == 0
+    assert run_generate(parse([*argv(tmp_path / "later", 2), "--no-score"]), generator=engine) == 0
+    assert not (tmp_path / "later" / "metrics.json").exists()
+    assert score_folder_command([*argv(tmp_path / "later", 3), "--no-score"]) == 3  # a third attempt is missing
+    assert "2 attempt(s) of" in capsys.readouterr().err and not (tmp_path / "later" / "metrics.json").exists()
+    assert score_folder_command([*argv(tmp_path / "later", 2), "--no-score"]) == 0
+    inline, later = (json.loads((tmp_path / f / "metrics.json").read_text()) for f in ("inline", "later"))
+    drop = {"completions", "seconds"}
+    assert {k: v for k, v in later.items() if k not in drop} == {k: v for k, v in inline.items() if k not in drop}
+    assert later["n_attempts"] == 4 and later["pass_rate"] == 0.5  # 6150a2bd turns half a turn, 007bbfb7 does not
