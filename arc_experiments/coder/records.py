@@ -7,7 +7,8 @@ arc-trl evaluate score's per-attempt file but the grids: each prediction set bec
 choice.json, timeline.jsonl, speed.json and the models' import records beside them.
 
 `summary` recomputes, from those files only, every table of docs/pretrained.md (the research log's columns per
-folder, pass@1/2/8 with the unbiased estimator, the harness arms, the transcripts' counts): results/coder_summary.json
+folder, pass@1/2/8 with the unbiased estimator, the harness arms and the warm starts against the default prompt and
+the zero-shot model paired by task, the transcripts' counts): results/coder_summary.json
 (`python -m arc_experiments.figures coder`; `--check` compares).
 """
 
@@ -21,7 +22,8 @@ from pathlib import Path
 from typing import Any
 
 FOLDER_FILES = ("metrics.json", "pass_at_k.json", "sampling.json")
-TOP_FILES = ("choice.json", "timeline.jsonl", "speed.json")
+TOP_FILES = ("choice.json", "speed.json")
+TIMELINE = "timeline.jsonl"
 GRID_FIELDS = ("test_predictions", "train_predictions")
 DATASET_METRICS = ("pass_rate", "is_correct")  # arc_trl.eval.score's: over the dataset, unattempted tasks failed
 KS = (1, 2, 8)
@@ -72,6 +74,10 @@ def slim(work: Path, out: Path) -> list[Path]:
     for name in TOP_FILES:
         if (work / name).exists():
             shutil.copy2(work / name, out / name)
+    if (work / TIMELINE).exists():  # every machine's timeline: the earlier machines' lines kept, the new ones after
+        kept = _lines(out / TIMELINE)
+        added = [x for x in _lines(work / TIMELINE) if x not in kept]
+        (out / TIMELINE).write_text("".join(f"{x}\n" for x in kept + added))
     for record in work.glob("models/*/arc_trl_import.json"):
         (out / "models").mkdir(parents=True, exist_ok=True)
         shutil.copy2(record, out / "models" / f"{record.parent.name}.json")
@@ -86,6 +92,10 @@ def slim(work: Path, out: Path) -> list[Path]:
         (out / "warm" / transcripts.parent.name / "transcripts.json").write_text(json.dumps(
             {"rows": kinds, "tasks": {k: len(v) for k, v in tasks.items()}}, indent=1) + "\n")
     return written
+
+
+def _lines(path: Path) -> list[str]:
+    return [x for x in path.read_text().splitlines() if x.strip()] if path.exists() else []
 
 
 def read_slim(folder: Path) -> list[dict[str, Any]]:
@@ -178,6 +188,10 @@ def summary(root: Path) -> dict[str, Any]:
         str(arm.relative_to(base)): {key: paired_difference(default, arm, key) for key in ("valid_outputs", "passed")}
         for default in harness for arm in sorted(default.parent.iterdir())
         if arm != default and (arm / "per_attempt.jsonl.gz").exists()}
+    out["warm_vs_zero_shot"] = {  # the warm-started model minus the same model zero-shot, paired by task
+        str(warm.relative_to(base)): {key: paired_difference(zero, warm, key) for key in ("valid_outputs", "passed")}
+        for warm in sorted(base.glob("warm/*/*")) if (warm / "per_attempt.jsonl.gz").exists()
+        for zero in [base / "zero-shot" / warm.parent.name / warm.name] if (zero / "per_attempt.jsonl.gz").exists()}
     for name in ("choice.json", "speed.json"):
         if (base / name).exists():
             out[name.removesuffix(".json")] = json.loads((base / name).read_text())

@@ -91,3 +91,19 @@ def test_a_paired_difference_is_over_the_tasks_both_folders_attempted(tmp_path):
     figures = paired_difference(a, b, "valid_outputs")
     # t1: 0.5 - 0, t2: 1 - 0.5 (t3, t4 unpaired): mean 0.5, standard deviation 0: the interval is the point
     assert figures == {"tasks": 2, "mean": 0.5, "ci95": [0.5, 0.5]}
+
+
+def test_each_machines_timeline_is_kept_when_the_next_ones_records_are_slimmed(work, tmp_path):
+    """A session's machine brings back only its own timeline: the committed one (the GPU seconds of the earlier
+    figures) keeps its lines and gets the new ones after them, once."""
+    out = tmp_path / "coder"
+    out.mkdir()
+    (out / "timeline.jsonl").write_text('{"stage": "harness-qwen05", "seconds": 1}\n')
+    (work / "timeline.jsonl").write_text('{"stage": "zero-shot-qwen05", "seconds": 2}\n')
+    try:
+        slim(work, out)
+        slim(work, out)  # slimming the same records again adds nothing
+    finally:
+        (work / "timeline.jsonl").unlink()
+    assert [json.loads(x)["stage"] for x in (out / "timeline.jsonl").read_text().splitlines()] == [
+        "harness-qwen05", "zero-shot-qwen05"]
