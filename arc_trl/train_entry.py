@@ -255,7 +255,10 @@ def prepare(script: ArcScriptArguments, arc: ArcConfig, args: GRPOConfig, model_
     enough of them for a generation batch. `--check_config true` runs this too (a preflight), then stops."""
     tasks = load_run_tasks(script)
     tokenizer, template_choice = load_tokenizer(model_args, script.chat_template, args.trust_remote_code)
-    train_dataset, eval_dataset = build_datasets(script, arc, tokenizer, args.seed, tasks)
+    try:
+        train_dataset, eval_dataset = build_datasets(script, arc, tokenizer, args.seed, tasks)
+    except ValueError as exc:  # e.g. every prompt longer than max_prompt_tokens: one line, not a traceback
+        raise SystemExit(f"error: dataset {script.dataset}: {exc}") from exc
     prompts_per_step = args.generation_batch_size // args.num_generations
     if len(train_dataset) < prompts_per_step:
         raise SystemExit(

@@ -1,7 +1,7 @@
 #!/usr/bin/env python
 """Expand a sweep file into one config per run, show the runs and launch them (docs/sweeps.md).
 
-    arc-trl sweep configs/sweeps/lr-grid.yaml --dry-run                  # write configs, print the table
+    arc-trl sweep configs/sweeps/lr-grid.yaml --dry-run                  # write configs, print the table, preflight
     arc-trl sweep configs/sweeps/lr-grid.yaml                            # run one after another
     arc-trl sweep configs/sweeps/lr-grid.yaml --gpus "0,1;2,3"           # 2 at a time, 2 GPUs each
     arc-trl sweep configs/sweeps/lr-grid.yaml --launcher condor          # one HTCondor cluster
@@ -17,6 +17,7 @@ from pathlib import Path
 
 from arc_trl.launch.condor import CondorError
 from arc_trl.launch.launchers import run_sweep
+from arc_trl.launch.preflight import preflight
 from arc_trl.launch.processes import Terminated
 from arc_trl.launch.sweep import SweepError
 
@@ -31,6 +32,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--sweep-dir", type=Path, help="override the sweep file's sweep_dir")
     parser.add_argument("--command", help="local: command replacing `arc-trl serve`, e.g. "
                         "'arc-trl train' (gets --config <run>/config.yaml [--resume_from_checkpoint ...])")
+    parser.add_argument("--no-preflight", action="store_true",
+                        help="--dry-run: skip checking each run as `arc-trl train --check_config true` does (model, "
+                        "tokenizer, dataset, prompt lengths); a run that fails it makes the exit code 2")
     parser.add_argument("--no-check-keys", action="store_true",
                         help="skip checking config keys against the fields of GRPOConfig/ModelConfig/ArcConfig/"
                         "ArcScriptArguments")
@@ -51,6 +55,7 @@ def main(argv: list[str] | None = None) -> int:
             gpus=args.gpus,
             sweep_dir=args.sweep_dir,
             known_keys=known_keys,
+            preflight=None if args.no_preflight else preflight,
         )
     except (SweepError, CondorError) as error:
         print(f"error: {error}", file=sys.stderr)
@@ -59,6 +64,8 @@ def main(argv: list[str] | None = None) -> int:
         return 130
     except Terminated as stopped:
         return 128 + stopped.signum
+    if args.dry_run and any(code == 2 for code in codes.values()):
+        return 2  # a run would fail its first line
     return 1 if any(code not in (0, None) for code in codes.values()) else 0
 
 

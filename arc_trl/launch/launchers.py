@@ -272,12 +272,14 @@ def run_sweep(
     known_keys: set[str] | None = None,
     condor_overrides: dict | None = None,
     printer: Printer = _print,
+    preflight: Callable[[Path], tuple[bool, str]] | None = None,
 ) -> dict[str, int | None]:
     """Expand `sweep_file`, write its run folders and manifest, print the table and launch.
 
     Returns run name -> exit code (None for skipped finished runs, for every run with `dry_run` and with the condor
     launcher). `command_prefix` replaces `python -m arc_trl serve` for the local launcher (tests use a
-    fake training script)."""
+    fake training script). With `dry_run` and `preflight` (`arc_trl.launch.preflight.preflight`), each run's config is
+    checked as `arc-trl train --check_config true` would: a run that fails it gets exit code 2."""
     spec = load_sweep(sweep_file, sweep_dir)
     runs = expand_sweep(spec, known_keys)
     for warning in write_runs(spec, runs):
@@ -286,9 +288,17 @@ def run_sweep(
     printer(f"sweep {spec.name}: {len(runs)} runs in {spec.sweep_dir} "
             f"({', '.join(f'{n} {status}' for status, n in counts.items())})")
     printer(format_table(spec, runs))
+    checked: dict[str, int | None] = {run.name: None for run in runs}
+    if dry_run and preflight is not None:
+        for run in runs:
+            passed, found = preflight(run.config_path)
+            checked[run.name] = None if passed else 2
+            printer(f"preflight {run.name}: {'ok, ' if passed else ''}{found}")
+        failed = sum(code is not None for code in checked.values())
+        printer(f"preflight: {len(runs) - failed} of {len(runs)} runs passed")
     if dry_run and launcher == "local":
         printer("dry run: configs and sweep_manifest.json written, nothing launched")
-        return {run.name: None for run in runs}
+        return checked
     if launcher == "local":
         try:
             local = LocalLauncher(command_prefix or default_command_prefix(), max_parallel, parse_gpu_sets(gpus),
@@ -307,5 +317,5 @@ def run_sweep(
         if command_prefix is not None or gpus is not None or max_parallel is not None:
             raise SweepError(spec.path, "--command/--gpus/--max-parallel apply to the local launcher only")
         CondorLauncher(condor_overrides or {}, dry_run, printer).launch(spec, runs)
-        return {run.name: None for run in runs}
+        return checked
     raise SweepError(spec.path, f"unknown launcher {launcher!r} (use local or condor)")

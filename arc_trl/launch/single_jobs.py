@@ -54,7 +54,9 @@ def _add_resource_flags(parser: argparse.ArgumentParser) -> None:
     group.add_argument("--env", action="append", metavar="KEY=VALUE", help="environment variable of the job")
     group.add_argument("--submit-extra", action="append", metavar="KEY=VALUE", help="raw submit command")
     group.add_argument("--job-dir", type=Path, help="where the .sub and condor logs go")
-    group.add_argument("--dry-run", action="store_true", help="write the .sub file and print it; submit nothing")
+    group.add_argument("--dry-run", action="store_true", help="write the .sub file and print it; submit nothing (train: "
+                       "and check the config as `arc-trl train --check_config true` does: exit 2 if it fails)")
+    group.add_argument("--no-preflight", action="store_true", help="--dry-run: skip that check")
 
 
 def build_arg_parser() -> argparse.ArgumentParser:
@@ -138,4 +140,10 @@ def main(argv: list[str] | None = None, printer: Callable[[str], None] = print) 
     if args.dry_run:
         printer(str(submit))
     submit_or_write(submit, submit_file, dry_run=args.dry_run, printer=printer)
+    if args.dry_run and args.command == "train" and not args.no_preflight:
+        from arc_trl.launch.preflight import preflight
+
+        passed, found = preflight(args.config, extra)
+        printer(f"preflight: {'ok, ' if passed else ''}{found}")
+        return 0 if passed else 2
     return 0

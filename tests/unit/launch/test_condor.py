@@ -184,7 +184,7 @@ def test_condor_sweep_rejects_unknown_condor_keys(tmp_path):
 def test_submit_train_job_dry_run(tmp_path, capsys):
     config = write_config(tmp_path, {**FOUR_GPU, "output_dir": str(tmp_path / "out"), "run_name": "q4"})
     code = submit_main(["train", "--config", str(config), "--memory", "150G", "--requirements", "HasGpu",
-                        "--dry-run", "--", "--max_steps", "10"])
+                        "--dry-run", "--no-preflight", "--", "--max_steps", "10"])
     assert code == 0
     sub_file = tmp_path / "out" / "condor" / "q4.sub"
     assert f"condor_submit {sub_file}" in capsys.readouterr().out
