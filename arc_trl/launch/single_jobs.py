@@ -54,8 +54,8 @@ def _add_resource_flags(parser: argparse.ArgumentParser) -> None:
     group.add_argument("--env", action="append", metavar="KEY=VALUE", help="environment variable of the job")
     group.add_argument("--submit-extra", action="append", metavar="KEY=VALUE", help="raw submit command")
     group.add_argument("--job-dir", type=Path, help="where the .sub and condor logs go")
-    group.add_argument("--dry-run", action="store_true", help="write the .sub file and print it; submit nothing (train: "
-                       "and check the config as `arc-trl train --check_config true` does: exit 2 if it fails)")
+    group.add_argument("--dry-run", action="store_true", help="write the .sub file and print it; submit nothing "
+                       "(train: and check the config as `arc-trl train --check_config true` does: exit 2 if it fails)")
     group.add_argument("--no-preflight", action="store_true", help="--dry-run: skip that check")
 
 
