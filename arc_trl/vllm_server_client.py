@@ -11,6 +11,12 @@ most `CONNECT_TIMEOUT_S` to connect), never resends a request the server was giv
 of refused connections and 5xx answers stay, with their backoff), and turns a timeout or a lost connection into
 `ServerUnresponsive` naming the server, the request, the deadline, the config key that sets it and the server's log.
 
+The weight push's NCCL broadcast has no deadline of its own either (a stopped server leaves the trainer's collective
+waiting for its peer): `broadcast_deadline` gives it the same `timeout_s`, then aborts the communicator
+(`ncclCommAbort`: the blocked collective returns) and raises `ServerUnresponsive`; a broadcast still blocked
+`ABORT_GRACE_S` after the abort ends the process (exit code 1, the error on stderr), since a collective whose peer
+stopped cannot be recovered in-process.
+
 The trainer's clients (TRL's own, made in `GRPOTrainer.__init__`, and the per-request ones of
 `trl_internals.stream_clients`) take `vllm_request_timeout_s`; a teacher server's take `teacher_timeout_s`
 (arc_trl/teacher/server.py). The log: `arc-trl serve` tells the trainer where each server writes it
@@ -22,13 +28,18 @@ from __future__ import annotations
 import json
 import os
 import re
+import sys
+import threading
 import time
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from typing import Any
 from urllib.parse import urlparse
 
 SERVER_LOGS_ENV = "ARC_TRL_SERVER_LOGS"  # {"http://127.0.0.1:8000": "/run/server_logs/student-vllm.log", ...}
 CONNECT_TIMEOUT_S = 10.0  # a TCP connection to a live server takes milliseconds; a stopped one still accepts
 HEALTH_POLL_S = 1.0  # between two /health polls while waiting for a server to come up
+ABORT_GRACE_S = 30.0  # after aborting a weight push's communicator, the wait for its broadcast to return
 
 
 class ServerUnresponsive(RuntimeError):
@@ -70,6 +81,56 @@ def _root_cause(exc: BaseException) -> str:
         if found:
             return found.group(0)
     return type(exc).__name__
+
+
+def abort_communicator(communicator) -> bool:
+    """`ncclCommAbort` on a vLLM `PyNcclCommunicator` (TRL's weight-update group): its pending collectives return.
+    False when `communicator` has no NCCL communicator to abort."""
+    nccl, comm = getattr(communicator, "nccl", None), getattr(communicator, "comm", None)
+    if nccl is None or comm is None or not hasattr(nccl, "ncclCommAbort"):
+        return False
+    try:
+        nccl.ncclCommAbort(comm)
+    except Exception:  # noqa: BLE001  an abort that fails leaves the grace period's exit
+        return False
+    return True
+
+
+@contextmanager
+def broadcast_deadline(client, deadline_s: float, timeout_key: str = "vllm_request_timeout_s",
+                       grace_s: float | None = None, exit: Callable[[int], None] = os._exit) -> Iterator[None]:
+    """The weight push inside the block (TRL's `update_named_params`: HTTP announce + NCCL broadcast) within
+    `deadline_s`: past it, `client.communicator` is aborted and `ServerUnresponsive` raised, naming the server, the
+    deadline, its key and the server's log; a push still blocked `grace_s` (`ABORT_GRACE_S`) after the abort calls
+    `exit(1)` with the error on stderr."""
+    grace_s = ABORT_GRACE_S if grace_s is None else grace_s
+    finished = threading.Event()
+    fired: list[str] = []
+
+    def watchdog() -> None:
+        if finished.wait(deadline_s):
+            return
+        aborted = abort_communicator(getattr(client, "communicator", None))
+        fired.append(f"vLLM server {client.base_url} did not take the weight push within {deadline_s:g} s "
+                     f"({timeout_key}); the NCCL broadcast {'was aborted' if aborted else 'could not be aborted'}; "
+                     f"{describe_log(client.base_url)}")
+        if finished.wait(grace_s):
+            return
+        print(f"error: {fired[0]}; the broadcast was still blocked {grace_s:g} s later: the trainer exits",
+              file=sys.stderr, flush=True)
+        exit(1)
+
+    threading.Thread(target=watchdog, name="weight-push-deadline", daemon=True).start()
+    try:
+        yield
+    except Exception as error:
+        if fired:
+            raise ServerUnresponsive(fired[0]) from error
+        raise
+    finally:
+        finished.set()
+    if fired:  # the abort let the broadcast return without an error: the server still has not the new weights
+        raise ServerUnresponsive(fired[0])
 
 
 def bounded_client_class(timeout_s: float, timeout_key: str = "vllm_request_timeout_s", retries: bool = True,
@@ -130,6 +191,10 @@ def bounded_client_class(timeout_s: float, timeout_key: str = "vllm_request_time
                         f"({timeout_key}): {_root_cause(exc)}; {describe_log(client.base_url)}") from exc
 
             self.session.request = request
+
+        def update_named_params(self, metadata, named_params) -> None:
+            with broadcast_deadline(self, self.request_timeout_s, timeout_key):
+                super().update_named_params(metadata, named_params)
 
         def _get(self, url: str, **kwargs) -> dict:
             return self._answer("GET", url, self.session.get(url, **kwargs))
