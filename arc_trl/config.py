@@ -83,8 +83,9 @@ class ArcConfig:
         default=defaults.VLLM_REQUEST_TIMEOUT_S,
         metadata={"help": "vllm_mode: server: seconds each request to the vLLM server may wait for its answer "
                   "(generation, the weight push and its NCCL broadcast, /health): a server that stops answering "
-                  "fails the run with an error naming the server, the request and its log, instead of hanging it. Requests the server was "
-                  "given are never resent (arc_trl/vllm_server_client.py). A teacher server: teacher_timeout_s."},
+                  "fails the run with an error naming the server, the request and its log, instead of hanging it. "
+                  "Requests the server was given are never resent (arc_trl/vllm_server_client.py). A teacher "
+                  "server: teacher_timeout_s."},
     )
 
     vllm_rollout_dtype: str = field(
