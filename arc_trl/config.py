@@ -21,10 +21,10 @@ from arc_trl.colocated_engine import kv_cache_memory_kwargs
 from arc_trl.config_types import field_type_problems
 from arc_trl.fp8_rollout import check_choices, warn_sequence_is
 from arc_trl.ineffective_keys import warn_ineffective_keys
+from arc_trl.rewards.modes import REWARD_MODES  # the registry of reward modes: its names
 from arc_trl.rollout.settings import AGENT_MODES
 from arc_trl.rollout.settings import SCHEDULING as ROLLOUT_SCHEDULING
 
-REWARD_MODES = ("binary", "partial", "balanced", "barc")
 TEACHER_BACKENDS = ("none", "local", "base", "server", "policy")
 TEACHER_LOSSES = ("advantage", "reverse_kl")
 PRIVILEGED_INFO = ("none", "solutions", "program", "peer")

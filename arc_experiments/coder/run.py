@@ -33,12 +33,12 @@ from pathlib import Path
 
 from arc_experiments.coder.plan import (ARMS, EVAL, MODELS, N_HARNESS, N_ZERO_SHOT, ROOT, TRAIN,
                                         Arm, choose_arm, generate_argv, validation_ids)
+from arc_experiments.coder.scoring import say, score_folder_command, score_in_background, scorers_running
 
 ENV = {"PYTHONUNBUFFERED": "1", "TOKENIZERS_PARALLELISM": "false", "WANDB_MODE": "disabled",
        "VLLM_USE_FLASHINFER_SAMPLER": "0", "NCCL_NVLS_ENABLE": "0"}
 SFT_CONFIGS = {"qwen05": "configs/coder/sft-qwen05-full.yaml", "qwen15": "configs/coder/sft-qwen15-lora.yaml"}
 SFT_SECONDS = {"qwen05": 180, "qwen15": 600}  # the warm start's wall-clock budget on one H200 (a session's share)
-SCORE_WORKERS = 8  # a background scorer's sandbox processes (the engine's episodes keep theirs)
 HARNESS_ARMS_15 = ("default",)  # the 1.5B: the default beside the chosen arm (the choice is the 0.5B's)
 
 
@@ -77,10 +77,6 @@ class Work:
             f.write(json.dumps({"time": round(time.time(), 1), **event}) + "\n")
 
 
-def say(text: str) -> None:
-    print(f"{time.strftime('%H:%M:%S')} {text}", flush=True)
-
-
 def command(work: Work, name: str, argv: list[str], limit: int = 3600) -> int:
     """A subprocess with its output in logs/NAME.log; its exit code (124 past `limit`)."""
     say(f"== {name}: {shlex.join(argv)[:300]}")
@@ -102,46 +98,6 @@ def folder_done(folder: Path, n: int) -> bool:
     except (OSError, ValueError):
         return False
     return metrics.get("n_attempts", 0) >= n * metrics.get("n_tasks", 1) > 0
-
-
-def score_in_background(work: Work, folder: Path, argv: list[str]) -> None:
-    """Score a generated folder in a process of its own (`score-folder`): the engine goes on meanwhile."""
-    name = f"score-{'-'.join(folder.relative_to(work.root).parts)}"
-    log = open(work.log(name), "w")  # noqa: SIM115  (closed with the process: the child holds its own descriptor)
-    process = subprocess.Popen([sys.executable, "-m", "arc_experiments.coder", "score-folder", "--", *argv,
-                                "--workers", str(SCORE_WORKERS)], stdout=log, stderr=subprocess.STDOUT, cwd=ROOT,
-                               env={**os.environ, **ENV}, start_new_session=True)
-    log.close()
-    work.scorers.append((str(folder.relative_to(work.root)), process))
-    say(f"   scoring {folder} in the background (pid {process.pid})")
-
-
-def scorers_running(work: Work) -> bool:
-    """Whether a background scorer still runs (those that ended are noted in the timeline once)."""
-    for folder, process in list(work.scorers):
-        if process.poll() is not None:
-            work.note(event="scored", folder=folder, rc=process.returncode)
-            say(f"   scored {folder}: rc={process.returncode}")
-            work.scorers.remove((folder, process))
-    return bool(work.scorers)
-
-
-def score_folder_command(argv: list[str]) -> int:
-    """`score-folder -- GENERATE_ARGV`: score a folder that `evaluate generate ... --no-score` generated whole, as
-    `evaluate generate` would have (exit 3 when attempts are missing: no engine is started here)."""
-    from arc_trl.eval.generate import GenerateInputError, add_generate_arguments, prepare, score_plan
-
-    args = add_generate_arguments(argparse.ArgumentParser()).parse_args([a for a in argv if a != "--no-score"])
-    try:
-        plan = prepare(args)
-    except GenerateInputError as error:
-        print(f"error: {error}", file=sys.stderr)
-        return 2
-    if plan.jobs:
-        print(f"error: {len(plan.jobs)} attempt(s) of {args.output_dir} are not generated: not scored", file=sys.stderr)
-        return 3
-    score_plan(plan)
-    return 0
 
 
 def generate_folders(work: Work, name: str, model: Path, jobs: list[tuple[Path, list[str], int]],

@@ -30,7 +30,7 @@ from arc_trl.rewards.outcome import AttemptOutcome
 from arc_trl.rewards.scoring import exact_match, pixel_accuracy
 
 REWARD_MODES: tuple[str, ...] = ("binary", "partial", "balanced", "barc")
-AGENT_MODES: tuple[str, ...] = ("repl", "program")
+AGENT_MODES = defaults.AGENT_MODES  # the one list
 _LOWEST = {"binary": 0.0, "partial": 0.0, "balanced": 0.0, "barc": -1.0}
 _HIGHEST = {"binary": 1.0, "partial": 1.0, "balanced": 1.0, "barc": 10.0}  # every evaluated grid exact
 

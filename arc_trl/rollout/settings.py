@@ -11,7 +11,7 @@ from dataclasses import dataclass
 
 from arc_trl import defaults
 
-AGENT_MODES = ("repl", "program")  # repl: multi-turn REPL ending with SUBMIT; program: one-turn transform()
+AGENT_MODES = defaults.AGENT_MODES  # the one list (arc_trl.defaults)
 SCHEDULING = ("lockstep", "per_episode")  # see arc_trl.rollout.arc_rollout.run_episodes
 
 

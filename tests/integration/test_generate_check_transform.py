@@ -74,7 +74,7 @@ def test_a_folder_generated_without_scores_is_scored_by_another_process_as_gener
 
     from transformers import AutoTokenizer
 
-    from arc_experiments.coder.run import score_folder_command
+    from arc_experiments.coder.scoring import score_folder_command
     from arc_trl.eval.generate import add_generate_arguments, run_generate
 
     engine = OneReply(AutoTokenizer.from_pretrained(tiny_model_dir), ROTATE)
