@@ -8,6 +8,7 @@ the command), the drills (drills.json), the per-engine weight check (engine_chec
 
 from __future__ import annotations
 
+import functools
 import json
 import re
 from pathlib import Path
@@ -265,10 +266,20 @@ def server_learning(arms: dict[str, tuple[str, dict[str, Any]]], folder: Path | 
 ASYNC_STEP = "20"  # the step both layouts are scored at (the learning arms' 20 steps)
 
 
+@functools.cache
+def _dataset_tasks(dataset: str) -> dict:
+    """The evaluation set's tasks by id, loaded once per process (a synthetic spec is regenerated on each load: ~0.6 s,
+    and the step summary scores some 60 evaluations of the same set)."""
+    from arc_trl.tasks import load_tasks
+
+    return {t.id: t for t in load_tasks(dataset)}
+
+
 def _per_task(record: dict[str, Any], step: str) -> dict[str, float] | None:
+    """Per-task pass@1 of the record's evaluation at `step` (`sweep_choice.attempt_counts`), None where it has none."""
     import tempfile
 
-    from arc_experiments.learning.sweep_choice import per_task_from_attempts
+    from arc_experiments.learning.sweep_choice import attempt_counts
 
     text = record["evaluations"].get(step)
     if text is None:
@@ -276,7 +287,8 @@ def _per_task(record: dict[str, Any], step: str) -> dict[str, float] | None:
     with tempfile.NamedTemporaryFile("w", suffix=".jsonl") as handle:
         handle.write(text)
         handle.flush()
-        return per_task_from_attempts(Path(handle.name), record["eval_dataset"])
+        counts = attempt_counts(Path(handle.name), record["eval_dataset"], _dataset_tasks(record["eval_dataset"]))
+    return {t: c / n for t, (n, c) in counts.items()}
 
 
 def async_learning(arms: dict[str, tuple[str, dict[str, Any]]]) -> dict[str, Any]:
