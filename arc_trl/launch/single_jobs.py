@@ -143,7 +143,11 @@ def main(argv: list[str] | None = None, printer: Callable[[str], None] = print) 
     if args.dry_run and args.command == "train" and not args.no_preflight:
         from arc_trl.launch.preflight import preflight
 
-        passed, found = preflight(args.config, extra)
+        from arc_trl.launch.server_runner import build_arg_parser as serve_parser
+
+        # the job runs `arc-trl serve`: its own flags (--gpus, --no-accelerate, ...) are not training keys
+        _, train_overrides = serve_parser().parse_known_args(["--config", str(args.config), *extra])
+        passed, found = preflight(args.config, train_overrides)
         printer(f"preflight: {'ok, ' if passed else ''}{found}")
         return 0 if passed else 2
     return 0

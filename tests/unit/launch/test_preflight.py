@@ -47,6 +47,9 @@ def test_condor_train_dry_run_checks_the_config_with_the_jobs_overrides(tiny_mod
     argv = ["train", "--config", str(config), "--dry-run", "--job-dir", str(tmp_path / "job")]
     assert condor_main(argv, printer=print) == 0
     assert "preflight: ok, 4 training prompts" in capsys.readouterr().out
+    # arc-trl serve's own flags after -- are the job's launcher's, not training keys: still a valid job
+    assert condor_main([*argv, "--", "--no-accelerate", "--gpus", "0"], printer=print) == 0
+    assert "preflight: ok, 4 training prompts" in capsys.readouterr().out
     # the overrides after -- are what the job runs with: a prompt cap no task fits is caught here
     assert condor_main([*argv, "--", "--max_prompt_tokens", "10"], printer=print) == 2
     line = next(x for x in capsys.readouterr().out.splitlines() if x.startswith("preflight"))
