@@ -32,7 +32,7 @@ import sys
 import threading
 import time
 from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from contextlib import contextmanager, nullcontext
 from typing import Any
 from urllib.parse import urlparse
 
@@ -84,53 +84,96 @@ def _root_cause(exc: BaseException) -> str:
 
 
 def abort_communicator(communicator) -> bool:
-    """`ncclCommAbort` on a vLLM `PyNcclCommunicator` (TRL's weight-update group): its pending collectives return.
-    False when `communicator` has no NCCL communicator to abort."""
+    """`ncclCommAbort` on a vLLM `PyNcclCommunicator` (TRL's weight-update group), on the communicator's device: its
+    pending collectives return. False when `communicator` has no NCCL communicator to abort, or the abort failed."""
     nccl, comm = getattr(communicator, "nccl", None), getattr(communicator, "comm", None)
     if nccl is None or comm is None or not hasattr(nccl, "ncclCommAbort"):
         return False
     try:
-        nccl.ncclCommAbort(comm)
+        with _on_device(getattr(communicator, "device", None)):
+            nccl.ncclCommAbort(comm)
     except Exception:  # noqa: BLE001  an abort that fails leaves the grace period's exit
         return False
     return True
 
 
+def _on_device(device):
+    """`torch.cuda.device(device)` for a CUDA device (NCCL calls run on their communicator's device), else nothing."""
+    if getattr(device, "type", None) != "cuda":
+        return nullcontext()
+    import torch
+
+    return torch.cuda.device(device)
+
+
 @contextmanager
 def broadcast_deadline(client, deadline_s: float, timeout_key: str = "vllm_request_timeout_s",
-                       grace_s: float | None = None, exit: Callable[[int], None] = os._exit) -> Iterator[None]:
+                       grace_s: float | None = None, exit_process: Callable[[int], None] = os._exit) -> Iterator[None]:
     """The weight push inside the block (TRL's `update_named_params`: HTTP announce + NCCL broadcast) within
-    `deadline_s`: past it, `client.communicator` is aborted and `ServerUnresponsive` raised, naming the server, the
-    deadline, its key and the server's log; a push still blocked `grace_s` (`ABORT_GRACE_S`) after the abort calls
-    `exit(1)` with the error on stderr."""
+    `deadline_s`. Past it, the push has failed whatever happens next: `client.communicator` is disabled (vLLM's
+    broadcasts return at once: the packed send loop stops using it), dropped from the client and aborted in a thread
+    of its own, and `ServerUnresponsive` is raised when the block returns, naming the server, the deadline, its key and
+    the server's log. A push still blocked `grace_s` (`ABORT_GRACE_S`) after the deadline (the abort did not free it,
+    or hung) calls `exit_process(1)` with the error on stderr."""
     grace_s = ABORT_GRACE_S if grace_s is None else grace_s
-    finished = threading.Event()
-    fired: list[str] = []
+    lock = threading.Lock()
+    state = ["running"]  # -> "finished" (the push returned in time) or "fired" (the deadline passed first)
+    finished, abort_done = threading.Event(), threading.Event()
+    abort_result: list[bool] = []
+
+    def message() -> str:
+        outcome = ("was aborted" if abort_result[0] else "could not be aborted") if abort_result else \
+            "did not return from its abort"
+        return (f"vLLM server {client.base_url} did not take the weight push within {deadline_s:g} s "
+                f"({timeout_key}); the NCCL broadcast {outcome}; {describe_log(client.base_url)}")
+
+    def abort(communicator) -> None:
+        abort_result.append(abort_communicator(communicator))
+        abort_done.set()
 
     def watchdog() -> None:
         if finished.wait(deadline_s):
             return
-        aborted = abort_communicator(getattr(client, "communicator", None))
-        fired.append(f"vLLM server {client.base_url} did not take the weight push within {deadline_s:g} s "
-                     f"({timeout_key}); the NCCL broadcast {'was aborted' if aborted else 'could not be aborted'}; "
-                     f"{describe_log(client.base_url)}")
+        with lock:
+            if state[0] == "finished":
+                return
+            state[0] = "fired"
+        communicator = getattr(client, "communicator", None)
+        if communicator is not None:
+            try:
+                communicator.disabled = True
+                client.communicator = None  # never used again by this client
+            except AttributeError:
+                pass
+        threading.Thread(target=abort, args=(communicator,), name="weight-push-abort", daemon=True).start()
         if finished.wait(grace_s):
             return
-        print(f"error: {fired[0]}; the broadcast was still blocked {grace_s:g} s later: the trainer exits",
+        print(f"error: {message()}; the broadcast was still blocked {grace_s:g} s later: the trainer exits",
               file=sys.stderr, flush=True)
-        exit(1)
+        exit_process(1)
 
     threading.Thread(target=watchdog, name="weight-push-deadline", daemon=True).start()
     try:
         yield
     except Exception as error:
-        if fired:
-            raise ServerUnresponsive(fired[0]) from error
+        if _end(lock, state, finished) == "fired":
+            abort_done.wait(grace_s)
+            raise ServerUnresponsive(message()) from error
         raise
     finally:
+        _end(lock, state, finished)  # (again: idempotent) whatever ended the block, the watchdog stands down
+    if state[0] == "fired":  # the push returned, but after the deadline: the server may not have the new weights,
+        abort_done.wait(grace_s)  # and the communicator is aborted
+        raise ServerUnresponsive(message())
+
+
+def _end(lock: threading.Lock, state: list[str], finished: threading.Event) -> str:
+    """The push's block has returned: "finished" unless the deadline fired first."""
+    with lock:
+        if state[0] == "running":
+            state[0] = "finished"
         finished.set()
-    if fired:  # the abort let the broadcast return without an error: the server still has not the new weights
-        raise ServerUnresponsive(fired[0])
+        return state[0]
 
 
 def bounded_client_class(timeout_s: float, timeout_key: str = "vllm_request_timeout_s", retries: bool = True,
