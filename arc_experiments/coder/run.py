@@ -245,7 +245,8 @@ def speed(work: Work) -> int:
 
 def stages(work: Work) -> list[tuple[str, Callable[[], bool], Callable[[], int]]]:
     """(name, ready, run) in priority order: a stage runs once it is ready and every stage before it has run or
-    is waiting for wheels."""
+    is waiting for wheels. The 1.5B's tables come before its harness arms (its zero-shot folders use the 0.5B's
+    choice; the arms only add the default prompt beside it)."""
     has = lambda m: (work.path("models", m, "model.safetensors")).exists()  # noqa: E731
     chose = lambda: work.path("choice.json").exists()  # noqa: E731
     zero_shot_done = lambda m: folder_done(work.path("zero-shot", m, "train"), work.scaled([], N_ZERO_SHOT)[1])  # noqa: E731
@@ -254,8 +255,8 @@ def stages(work: Work) -> list[tuple[str, Callable[[], bool], Callable[[], int]]
         ("harness-qwen05", lambda: has("qwen05"), lambda: harness(work, "qwen05")),
         ("zero-shot-qwen05", chose, lambda: zero_shot(work, "qwen05")),
         ("import-qwen15", lambda: has("qwen15") or wheels_ready(work, "qwen15"), lambda: import_model(work, "qwen15")),
-        ("harness-qwen15", lambda: has("qwen15") and chose(), lambda: harness(work, "qwen15")),
         ("zero-shot-qwen15", lambda: has("qwen15") and chose(), lambda: zero_shot(work, "qwen15")),
+        ("harness-qwen15", lambda: has("qwen15") and chose(), lambda: harness(work, "qwen15")),
         ("warm-qwen05", lambda: zero_shot_done("qwen05"), lambda: warm(work, "qwen05")),
         ("warm-qwen15", lambda: zero_shot_done("qwen15"), lambda: warm(work, "qwen15")),
         ("speed", lambda: has("qwen05"), lambda: speed(work)),
