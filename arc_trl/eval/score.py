@@ -285,11 +285,17 @@ def over_dataset(metrics: dict[str, Any], unattempted_with_solutions: int) -> di
 
 
 def write_outputs(output_dir: str | Path, metrics: dict[str, Any], rows: list[dict[str, Any]]) -> None:
+    """per_attempt.jsonl, then metrics.json, each written whole or not at all: a folder with metrics.json is scored."""
     output_dir = Path(output_dir)
     output_dir.mkdir(parents=True, exist_ok=True)
-    (output_dir / METRICS_FILE).write_text(json.dumps(metrics, indent=2) + "\n")
-    with open(output_dir / PER_ATTEMPT_FILE, "w") as f:
-        f.writelines(json.dumps(row) + "\n" for row in rows)
+    _write_whole(output_dir / PER_ATTEMPT_FILE, "".join(json.dumps(row) + "\n" for row in rows))
+    _write_whole(output_dir / METRICS_FILE, json.dumps(metrics, indent=2) + "\n")
+
+
+def _write_whole(path: Path, text: str) -> None:
+    tmp = path.with_name(path.name + ".tmp")
+    tmp.write_text(text)
+    os.replace(tmp, path)  # a reader sees the old file or the new one, never half of one
 
 
 # --------------------------------------------------------------------------------------------------------------------

@@ -272,3 +272,19 @@ def test_score_streams_the_completions_file(dataset, tmp_path):
     metrics = json.loads((tmp_path / "out" / "metrics.json").read_text())
     assert metrics["n_attempts"] == 30 and metrics["status_counts"] == {"no_code": 30}
     assert peak < 15 * 2 ** 20, f"peak {peak / 2 ** 20:.0f} MB of Python allocations for a 30 MB file"
+
+
+def test_write_outputs_leaves_no_metrics_beside_a_half_written_per_attempt_file(tmp_path):
+    """metrics.json marks a scored folder (resumed experiments skip it): a write that fails part-way must leave
+    neither metrics.json nor a torn per_attempt.jsonl, and an earlier complete pair untouched."""
+    from arc_trl.eval.score import METRICS_FILE, PER_ATTEMPT_FILE, write_outputs
+
+    write_outputs(tmp_path, {"n_attempts": 1}, [{"task_id": "a"}])
+    before = {name: (tmp_path / name).read_text() for name in (METRICS_FILE, PER_ATTEMPT_FILE)}
+    with pytest.raises(TypeError):  # the second row cannot be written as JSON
+        write_outputs(tmp_path, {"n_attempts": 2}, [{"task_id": "a"}, {"task_id": object()}])
+    assert {name: (tmp_path / name).read_text() for name in (METRICS_FILE, PER_ATTEMPT_FILE)} == before
+    fresh = tmp_path / "fresh"
+    with pytest.raises(TypeError):
+        write_outputs(fresh, {"n_attempts": 2}, [{"task_id": "a"}, {"task_id": object()}])
+    assert not (fresh / METRICS_FILE).exists() and not (fresh / PER_ATTEMPT_FILE).exists()
