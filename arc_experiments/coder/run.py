@@ -33,7 +33,8 @@ from pathlib import Path
 
 from arc_experiments.coder.plan import (ARMS, EVAL, MODELS, N_HARNESS, N_ZERO_SHOT, ROOT, TRAIN,
                                         Arm, choose_arm, generate_argv, validation_ids)
-from arc_experiments.coder.scoring import say, score_folder_command, score_in_background, scorers_running
+from arc_experiments.coder.scoring import (Scorer, generated_whole, say, score_folder_command, score_in_background,
+                                          scorers_running, stop_scorers)
 
 ENV = {"PYTHONUNBUFFERED": "1", "TOKENIZERS_PARALLELISM": "false", "WANDB_MODE": "disabled",
        "VLLM_USE_FLASHINFER_SAMPLER": "0", "NCCL_NVLS_ENABLE": "0"}
@@ -47,7 +48,8 @@ class Work:
     root: Path
     wheels: Path
     smoke: bool = False  # a CPU rehearsal: 2 tasks a folder, 1 attempt, short turns, one SFT step (`--smoke`)
-    scorers: list[tuple[str, subprocess.Popen]] = field(default_factory=list)  # (folder, its background scorer)
+    scorers: list[Scorer] = field(default_factory=list)  # the folders' background scorers still running
+    failed_scores: list[str] = field(default_factory=list)  # folders whose scorer failed (the run's exit code says)
 
     def scaled(self, argv: list[str], n: int) -> tuple[list[str], int]:
         """A folder's generate arguments and attempts, cut down for a smoke run."""
@@ -111,9 +113,14 @@ def generate_folders(work: Work, name: str, model: Path, jobs: list[tuple[Path, 
     jobs = [(folder, *work.scaled(argv, n)) for folder, argv, n in jobs]
     no_score = ["--no-score"] if background_score else []
     todo = [(folder, argv + no_score) for folder, argv, n in jobs if not folder_done(folder, n)]
+    parser = add_generate_arguments(argparse.ArgumentParser())
+    if background_score:  # a folder generated whole whose scorer did not finish (a resumed queue): no engine for it
+        for folder, argv in [job for job in todo if generated_whole(parser, job[1])]:
+            say(f"   {name}: {folder} is generated whole, not scored")
+            score_in_background(work, folder, argv)
+            todo.remove((folder, argv))
     if not todo:
         return 0
-    parser = add_generate_arguments(argparse.ArgumentParser())
     first = resolve_options(parser.parse_args(todo[0][1]))
     tokenizer, _ = load_tokenizer(first.model, first.chat_template)
     code = 0
@@ -237,10 +244,12 @@ def warm(work: Work, model: str) -> int:
 
 
 def speed(work: Work) -> int:
+    """benchmarks/eval_speed.py on the 0.5B, or on the 1.5B where only it was imported (the ratio is the harness's)."""
+    model = next(m for m in MODELS if work.path("models", m, "model.safetensors").exists())
     smoke = ["--tasks", "2", "--n", "1", "--max-tokens", "32", "--enforce-eager", "--max-model-len", "4096",
              "--workers", "2"] if work.smoke else []
     return command(work, "speed", [sys.executable, str(ROOT / "benchmarks" / "eval_speed.py"), "--model",
-                                   str(work.path("models", "qwen05")), "--out", str(work.path("speed.json")), *smoke])
+                                   str(work.path("models", model)), "--out", str(work.path("speed.json")), *smoke])
 
 
 def stages(work: Work) -> list[tuple[str, Callable[[], bool], Callable[[], int]]]:
@@ -259,30 +268,41 @@ def stages(work: Work) -> list[tuple[str, Callable[[], bool], Callable[[], int]]
         ("harness-qwen15", lambda: has("qwen15") and chose(), lambda: harness(work, "qwen15")),
         ("warm-qwen05", lambda: zero_shot_done("qwen05"), lambda: warm(work, "qwen05")),
         ("warm-qwen15", lambda: zero_shot_done("qwen15"), lambda: warm(work, "qwen15")),
-        ("speed", lambda: has("qwen05"), lambda: speed(work)),
+        ("speed", lambda: any(map(has, MODELS)), lambda: speed(work)),
     ]
 
 
 def run(work: Work, only: set[str] | None, assemble: list[str] | None, poll_s: float = 15.0) -> int:
     """Run the stages: the first ready one not run yet, again and again; wait (assembling arrived wheels with
-    `assemble`, a command) while none is ready."""
-    pending = [s for s in stages(work) if only is None or s[0] in only]
+    `assemble`, a command) while none is ready. Exit 1 when a stage or a folder's scorer failed; no scorer outlives
+    the run."""
+    try:
+        failures = run_stages(work, [s for s in stages(work) if only is None or s[0] in only], assemble, poll_s)
+        while scorers_running(work):  # the last folders' scores
+            time.sleep(poll_s)
+    finally:
+        stop_scorers(work)
+    if work.failed_scores:
+        say(f"   not scored (score-folder with the folder's score_argv.json): {', '.join(work.failed_scores)}")
+    return 1 if failures or work.failed_scores else 0
+
+
+def run_stages(work: Work, pending: list[tuple[str, Callable[[], bool], Callable[[], int]]],
+               assemble: list[str] | None, poll_s: float) -> int:
+    """The stage loop of `run`; the number of stages that failed or could never start."""
     failures = 0
     while pending:
         ready = next((s for s in pending if s[1]()), None)
         if ready is None:
-            if scorers_running(work):  # a stage may wait for a folder's scores
-                time.sleep(poll_s)
-                continue
-            if not any(name.startswith("import-") for name, _, _ in pending):  # nothing more can arrive
-                say(f"   never ready (a stage they need failed): {', '.join(name for name, _, _ in pending)}")
-                work.note(event="never ready", stages=[name for name, _, _ in pending])
-                return 1
-            if assemble:
+            if assemble:  # wheels may have arrived, also while folders are being scored
                 subprocess.run(assemble, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
                 if next((s for s in pending if s[1]()), None) is not None:
                     continue
-            time.sleep(poll_s)
+            if not scorers_running(work) and not any(name.startswith("import-") for name, _, _ in pending):
+                say(f"   never ready (a stage they need failed): {', '.join(name for name, _, _ in pending)}")
+                work.note(event="never ready", stages=[name for name, _, _ in pending])
+                return failures + len(pending)
+            time.sleep(poll_s)  # a stage may wait for a folder's scores, or for wheels
             continue
         name, _, stage = ready
         started = time.time()
@@ -296,9 +316,7 @@ def run(work: Work, only: set[str] | None, assemble: list[str] | None, poll_s: f
         say(f"   {name}: rc={code} in {time.time() - started:.0f} s")
         failures += code != 0
         pending.remove(ready)
-    while scorers_running(work):  # the last folders' scores
-        time.sleep(poll_s)
-    return 1 if failures else 0
+    return failures
 
 
 # --------------------------------------------------------------------------------------------------------------------
