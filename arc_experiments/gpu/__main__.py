@@ -11,7 +11,8 @@ import traceback
 from pathlib import Path
 
 from arc_experiments.gpu.runner import Context, gpu_memory_samples, header
-from arc_experiments.gpu.stages import STAGES, collect, describe
+from arc_experiments.gpu.collect import collect
+from arc_experiments.gpu.stages import STAGES, describe
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -24,6 +24,7 @@ from contextlib import contextmanager
 from dataclasses import replace
 from pathlib import Path
 
+from arc_experiments.gpu.collect import collect
 from arc_experiments.gpu.measure_stages import PY, shape_8b
 from arc_experiments.gpu.runner import Context, failed, gpu_ids, header, run, start, stop
 
@@ -260,8 +261,6 @@ def chosen_phases(only: str | None) -> list[str]:
 def multigpu(ctx: Context) -> int:
     """The 8B recipe's layouts on 1-4 GPUs, the engine check, the drills and the learning subject through the server
     path, as phases of jobs on disjoint GPUs"""
-    from arc_experiments.gpu.stages import collect
-
     chosen = chosen_phases(ctx.only)
     if not ctx.dry_run:  # what the figures were measured on
         (ctx.out / "multigpu").mkdir(parents=True, exist_ok=True)

@@ -15,6 +15,7 @@ from typing import Protocol
 
 import torch
 
+from arc_trl.rollout.streams import EngineStream, RequestStream, run_turn, sampled_logprobs, trainer_stream
 from arc_trl.trl_internals import generate_single_turn, sync_weights_once_per_step
 
 
@@ -108,23 +109,35 @@ class TrainerGenerator:
 
     def generate(self, sequences, max_tokens, keys=None):
         if self.trainer.use_vllm and self.trainer.vllm_generation.mode == "server" and self._server_streams():
-            from arc_trl.rollout.streams import open_stream, run_turn  # streams imports this module
-
             keys = list(range(len(sequences))) if keys is None else keys
             if not keys:  # a process with no episode left sends nothing, but takes part in the step's first sync
                 sync_weights_once_per_step(self.trainer)  # (collective: ZeRO-3 gathers, every process walks)
                 return [], []
             with generation_overrides(self.trainer, max_tokens=max_tokens, full_turn_end=self.full_turn_end):
-                return run_turn(open_stream(self), sequences[: len(keys)], max_tokens, keys)
+                return run_turn(self.open_stream(), sequences[: len(keys)], max_tokens, keys)
         if needs_aligned_requests(self.trainer):
             return aligned_generate(self._generate, sequences, max_tokens, self.trainer.accelerator,
                                     dummy=[self.eos_token_ids[0]])
         return self._generate(sequences, max_tokens)
 
     def _server_streams(self) -> bool:
-        from arc_trl.rollout.streams import stream_unsupported  # streams imports this module
+        return self.stream_unsupported() is None  # else (a structured-output regex) TRL's gathered call
 
-        return stream_unsupported(self) is None  # else (a structured-output regex) TRL's gathered call
+    def stream_unsupported(self) -> str | None:
+        """Why this trainer's backend cannot run per-episode (None when it can)."""
+        if not self.trainer.use_vllm:
+            return ("the trainer generates with transformers `generate`, which has no continuous batching "
+                    "(set use_vllm: true for per-episode scheduling)")
+        vg = self.trainer.vllm_generation
+        if vg.mode == "colocate" and vg.tensor_parallel_size > 1:
+            return (f"colocated vLLM with vllm_tensor_parallel_size={vg.tensor_parallel_size} runs one engine across "
+                    "the ranks of a tensor-parallel group, which must submit identical requests at every step")
+        if getattr(vg, "structured_outputs_regex", None) is not None:
+            return "vllm_structured_outputs_regex is not supported by per-episode scheduling"
+        return None
+
+    def open_stream(self) -> RequestStream:
+        return trainer_stream(self.trainer)
 
     def _generate(self, sequences, max_tokens):
         with generation_overrides(self.trainer, max_tokens=max_tokens, full_turn_end=self.full_turn_end):
@@ -220,15 +233,12 @@ class VLLMGenerator:
     def global_any(self, flag: bool) -> bool:
         return flag
 
+    def stream_unsupported(self) -> str | None:
+        return None
 
-def sampled_logprobs(sample) -> list[float]:
-    """The sampled tokens' log-probs from a vLLM `CompletionOutput`; NaN where vLLM gave none (never 0.0)."""
-    positions = sample.logprobs or [None] * len(sample.token_ids)
-    out = []
-    for token_id, position in zip(sample.token_ids, positions):
-        entry = position.get(token_id) if position else None
-        out.append(math.nan if entry is None or entry.logprob is None else float(entry.logprob))
-    return out
+    def open_stream(self) -> RequestStream:
+        return EngineStream(self.llm, {"logprobs": 0, **self.sampling},
+                            request_seed=getattr(self, "request_seed", None))
 
 
 class TransformersGenerator:
@@ -249,6 +259,9 @@ class TransformersGenerator:
             self.sampling.setdefault("min_p", None)
 
     @torch.no_grad()
+    def stream_unsupported(self) -> str | None:
+        return "transformers `generate` has no continuous batching"
+
     def generate(self, sequences, max_tokens, keys=None):
         ids_out, lps_out = [], []
         pad_id = self.tokenizer.pad_token_id

@@ -13,9 +13,10 @@ A stream takes one request at a time (`add(key, token_ids, max_tokens)`) and han
 `run_turn(stream, sequences, max_tokens, keys)` drives a stream as one lock-step turn (all requests, then all
 results, in order): the server path of the lock-step scheduler.
 
-`open_stream(generator)` picks the stream of a generator; `stream_unsupported(generator)` says why there is none
-(transformers `generate` has no continuous batching; a tensor-parallel colocated engine needs identical requests on
-every rank of its group at every step).
+`open_stream(generator)` is a generator's own stream (`generator.open_stream()`); `stream_unsupported(generator)`
+says why it has none (transformers `generate` has no continuous batching; a tensor-parallel colocated engine needs
+identical requests on every rank of its group at every step). The generators (rollout/generators.py) build on this
+module, never the reverse.
 """
 
 from __future__ import annotations
@@ -26,7 +27,6 @@ import uuid
 from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
 from typing import Any, Protocol
 
-from arc_trl.rollout.generators import sampled_logprobs
 from arc_trl.trl_internals import engine_prompt, stream_clients, sync_weights_once_per_step, wake_for_stream
 
 Finished = tuple[int, list[int], list[float] | None]  # (key, new token ids, sampler logprobs or None)
@@ -194,39 +194,28 @@ def run_turn(stream: RequestStream, sequences: list[list[int]], max_tokens: int,
 
 
 def stream_unsupported(generator) -> str | None:
-    """Why `generator` cannot run per-episode (None when it can)."""
-    from arc_trl.rollout.generators import TrainerGenerator, TransformersGenerator, VLLMGenerator
-
-    if isinstance(generator, VLLMGenerator):
-        return None
-    if isinstance(generator, TrainerGenerator):
-        trainer = generator.trainer
-        if not trainer.use_vllm:
-            return ("the trainer generates with transformers `generate`, which has no continuous batching "
-                    "(set use_vllm: true for per-episode scheduling)")
-        vg = trainer.vllm_generation
-        if vg.mode == "colocate" and vg.tensor_parallel_size > 1:
-            return (f"colocated vLLM with vllm_tensor_parallel_size={vg.tensor_parallel_size} runs one engine across "
-                    "the ranks of a tensor-parallel group, which must submit identical requests at every step")
-        if getattr(vg, "structured_outputs_regex", None) is not None:
-            return "vllm_structured_outputs_regex is not supported by per-episode scheduling"
-        return None
-    if isinstance(generator, TransformersGenerator):
-        return "transformers `generate` has no continuous batching"
+    """Why `generator` cannot run per-episode (None when it can): its own `stream_unsupported()` where it has one,
+    else whether it has an `open_stream()`."""
+    if hasattr(generator, "stream_unsupported"):
+        return generator.stream_unsupported()
     if hasattr(generator, "open_stream"):
         return None
     return f"{type(generator).__name__} has no request stream"
 
 
 def open_stream(generator) -> RequestStream:
-    from arc_trl.rollout.generators import TrainerGenerator, VLLMGenerator
-
-    if isinstance(generator, VLLMGenerator):
-        return EngineStream(generator.llm, {"logprobs": 0, **generator.sampling},
-                            request_seed=getattr(generator, "request_seed", None))
-    if isinstance(generator, TrainerGenerator):
-        return _trainer_stream(generator.trainer)
+    """The generator's request stream (`generator.open_stream()`)."""
     return generator.open_stream()
+
+
+def sampled_logprobs(sample) -> list[float]:
+    """The sampled tokens' log-probs from a vLLM `CompletionOutput`; NaN where vLLM gave none (never 0.0)."""
+    positions = sample.logprobs or [None] * len(sample.token_ids)
+    out = []
+    for token_id, position in zip(sample.token_ids, positions):
+        entry = position.get(token_id) if position else None
+        out.append(math.nan if entry is None or entry.logprob is None else float(entry.logprob))
+    return out
 
 
 def trainer_sampling(vg) -> dict[str, Any]:
@@ -244,7 +233,8 @@ def trainer_sampling(vg) -> dict[str, Any]:
     return sampling
 
 
-def _trainer_stream(trainer) -> RequestStream:
+def trainer_stream(trainer) -> RequestStream:
+    """A stream through the trainer's vLLM (its server, or its colocated engine), after TRL's weight sync."""
     vg = trainer.vllm_generation
     # The weight sync of GRPOTrainer._generate_single_turn (TRL's rollout_func path already did it this step; the
     # evaluation callback's path relies on this one). Collective, like the rollout: every process gets here.

@@ -15,6 +15,7 @@ from pathlib import Path
 import pytest
 
 from arc_experiments.gpu import stages as stages_mod
+from arc_experiments.gpu.collect import collect
 from arc_experiments.gpu.__main__ import main
 from arc_experiments.gpu.runner import Context
 from arc_trl.cli.main import SUBCOMMANDS
@@ -181,7 +182,7 @@ def test_collect_packs_results_logs_states_metrics_and_gpu_memory_into_two_files
         (work / name).parent.mkdir(parents=True, exist_ok=True)
         (work / name).write_text("{}")
     ctx = Context(out=tmp_path / "out", work=work)
-    written = stages_mod.collect(ctx)
+    written = collect(ctx)
     assert sorted(p.name for p in (tmp_path / "out").iterdir()) == ["logs.tar.gz", "results.json"] == sorted(
         p.name for p in written)
     with tarfile.open(tmp_path / "out" / "logs.tar.gz") as tar:
@@ -189,7 +190,7 @@ def test_collect_packs_results_logs_states_metrics_and_gpu_memory_into_two_files
     smollm2 = Context(out=tmp_path / "out2", work=work, configs="configs/gpu/smollm2")
     (work / "smollm2" / "eval" / "student").mkdir(parents=True)
     (work / "smollm2" / "eval" / "student" / "metrics.json").write_text("{}")
-    stages_mod.collect(smollm2)
+    collect(smollm2)
     with tarfile.open(tmp_path / "out2" / "logs.tar.gz") as tar:  # another experiment's folder
         assert "smollm2/eval/student/metrics.json" in tar.getnames()
 
@@ -382,7 +383,7 @@ def test_a_later_start_on_the_same_machine_adds_its_phases_to_the_machine_record
     monkeypatch.setattr(multigpu.subprocess, "run", lambda *a, **k: subprocess.CompletedProcess(a, 0, "GPU0 GPU1\n"))
     monkeypatch.setattr(multigpu, "shape_8b", lambda ctx: (0, "/m"))
     monkeypatch.setattr(multigpu, "_phase", lambda *a, **k: 0)
-    monkeypatch.setattr("arc_experiments.gpu.stages.collect", lambda ctx: None)
+    monkeypatch.setattr(multigpu, "collect", lambda ctx: None)
     for only in ("S,T", "U"):
         assert multigpu.multigpu(Context(out=tmp_path / "out", work=tmp_path / "work", only=only)) == 0
     machine = json.loads((tmp_path / "out" / "multigpu" / "machine.json").read_text())
