@@ -34,7 +34,7 @@ demo-learning: setup
 
 # The whole suite (CI's command): unit tests, then the integration tests that train, sample and serve on CPU.
 test: setup browser
-	$(PY) -m pytest -q tests
+	$(PY) -m pytest -q tests --durations=40
 
 # The edit loop: the unit tests alone (tests/unit, ~1.5 min on 2 cores).
 test-fast: setup

@@ -27,13 +27,14 @@ _EXPORTS: dict[str, str] = {
     "load_synthetic": "arc_trl.synthetic",
     "resolve_chat_template": "arc_trl.chat_template",
     "SandboxPool": "arc_trl.sandbox",
-    "build_tiny_model": "arc_trl.tiny_model",
+    "build_tiny_model": "arc_trl.models.tiny_model",
+    "import_gguf": "arc_trl.models.gguf_import",
 }
 
 __all__ = [  # the same names as _EXPORTS (a literal list, so linters and IDEs see them)
     "__version__", "ArcConfig", "ArcGRPOTrainer", "ArcTask", "load_tasks", "load_task", "save_tasks_folder",
     "build_dataset", "load_template", "generate_curriculum", "load_synthetic", "resolve_chat_template", "SandboxPool",
-    "build_tiny_model",
+    "build_tiny_model", "import_gguf",
 ]
 
 if TYPE_CHECKING:
@@ -43,7 +44,8 @@ if TYPE_CHECKING:
     from arc_trl.sandbox import SandboxPool
     from arc_trl.synthetic import generate_curriculum, load_synthetic
     from arc_trl.tasks import load_task, load_tasks
-    from arc_trl.tiny_model import build_tiny_model
+    from arc_trl.models.gguf_import import import_gguf
+    from arc_trl.models.tiny_model import build_tiny_model
     from arc_trl.trainer import ArcGRPOTrainer
 
 

@@ -17,9 +17,9 @@ if TYPE_CHECKING:
     from arc_trl.sandbox.config import SandboxConfig
 
 from arc_trl import defaults
-from arc_trl.colocated_engine import kv_cache_memory_kwargs
+from arc_trl.integrations.colocated_engine import kv_cache_memory_kwargs
 from arc_trl.config_types import field_type_problems
-from arc_trl.fp8_rollout import check_choices, warn_sequence_is
+from arc_trl.integrations.fp8_rollout import check_choices, warn_sequence_is
 from arc_trl.ineffective_keys import warn_ineffective_keys
 from arc_trl.rewards.modes import REWARD_MODES  # the registry of reward modes: its names
 from arc_trl.rollout.settings import AGENT_MODES
@@ -84,8 +84,8 @@ class ArcConfig:
         metadata={"help": "vllm_mode: server: seconds each request to the vLLM server may wait for its answer "
                   "(generation, the weight push and its NCCL broadcast, /health): a server that stops answering "
                   "fails the run with an error naming the server, the request and its log, instead of hanging it. "
-                  "Requests the server was given are never resent (arc_trl/vllm_server_client.py). A teacher "
-                  "server: teacher_timeout_s."},
+                  "Requests the server was given are never resent (arc_trl/integrations/vllm_server_client.py). "
+                  "A teacher server: teacher_timeout_s."},
     )
 
     vllm_rollout_dtype: str = field(

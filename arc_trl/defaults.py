@@ -27,7 +27,7 @@ SANDBOX_MAX_FILES = 1000  # files + folders of a session's working directory
 SANDBOX_IDLE_MEMORY_MB: int | None = 128  # resident memory a session may keep between runs
 SANDBOX_WORKERS = 4  # code runs in parallel (evaluation: at most the machine's CPUs)
 
-# --- a vLLM server (ArcConfig.vllm_request_timeout_s; arc_trl/vllm_server_client.py) ----------------------------------
+# --- a vLLM server (ArcConfig.vllm_request_timeout_s; arc_trl/integrations/vllm_server_client.py) ---------------
 VLLM_REQUEST_TIMEOUT_S = 300.0  # the wait for each answer of a vLLM server (generation, weight push, health)
 
 # --- sampling: the values TRL's GRPOConfig samples with in training (a test holds them equal) ------------------------

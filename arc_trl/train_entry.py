@@ -51,13 +51,13 @@ def parse_config(argv: list[str] | None = None) -> tuple[ArcScriptArguments, Arc
     except ValueError as exc:
         raise SystemExit(f"error in {config_path or 'command line'}: {exc}") from exc
     if script.use_unsloth:  # config-only checks, before any model or data is loaded
-        from arc_trl.unsloth_support import UnslothConfigError, check_unsloth_config
+        from arc_trl.integrations.unsloth_support import UnslothConfigError, check_unsloth_config
 
         try:
             check_unsloth_config(args, model_args)
         except UnslothConfigError as exc:
             raise SystemExit(f"error in {config_path or 'command line'}: {exc}") from exc
-    from arc_trl.model_path import missing_model_folder
+    from arc_trl.models.model_path import missing_model_folder
 
     # after the config's own checks: a missing local model folder is one line, with no hub call for a path
     if problem := missing_model_folder(str(model_args.model_name_or_path)):
@@ -291,13 +291,13 @@ def main(argv: list[str] | None = None) -> dict | None:
     model = model_args.model_name_or_path
     peft_config = get_peft_config(model_args)
     if script.use_unsloth:
-        from arc_trl.unsloth_support import load_unsloth_model
+        from arc_trl.integrations.unsloth_support import load_unsloth_model
 
         max_seq_length = (script.max_prompt_tokens + args.max_completion_length) if script.max_prompt_tokens else None
         model, tokenizer, peft_config = load_unsloth_model(model_args, args, tokenizer, max_seq_length)
 
     os.makedirs(args.output_dir, exist_ok=True)
-    from arc_trl.model_identity import model_fingerprint
+    from arc_trl.models.model_identity import model_fingerprint
 
     with open(os.path.join(args.output_dir, "arc_trl_config.json"), "w") as f:  # + the build the run starts from
         json.dump({**resolved_config(script, arc, args, model_args),

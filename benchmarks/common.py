@@ -8,7 +8,7 @@ from pathlib import Path
 
 def build_bench_model(layers: int, hidden: int, prefix: str) -> Path:
     """A random-init Qwen3 with `layers` x `hidden` (head_dim 64, GQA 2:1) in a fresh temp folder."""
-    from arc_trl.tiny_model import TinyModelSpec, build_tiny_model
+    from arc_trl.models.tiny_model import TinyModelSpec, build_tiny_model
 
     spec = TinyModelSpec(num_hidden_layers=layers, hidden_size=hidden, intermediate_size=3 * hidden,
                          num_attention_heads=hidden // 64, num_key_value_heads=max(1, hidden // 128))

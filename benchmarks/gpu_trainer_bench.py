@@ -53,7 +53,7 @@ def main() -> None:
     from trl import GRPOConfig
 
     from arc_trl.config import ArcConfig
-    from arc_trl.tiny_model import TinyModelSpec, build_tokenizer, shape_spec
+    from arc_trl.models.tiny_model import TinyModelSpec, build_tokenizer, shape_spec
     from arc_trl.trainer import ArcGRPOTrainer
 
     state = PartialState()

@@ -43,7 +43,7 @@ def main(argv: list[str] | None = None) -> int:
     os.environ.setdefault("TRL_EXPERIMENTAL_SILENCE", "1")
     from hung_server_worker import run_drill
 
-    from arc_trl.tiny_model import build_tiny_model, build_tokenizer
+    from arc_trl.models.tiny_model import build_tiny_model, build_tokenizer
 
     drills = []
     with tempfile.TemporaryDirectory() as tmp:

@@ -1,10 +1,10 @@
 """How far 100 LoRA weight syncs move the frozen base: TRL's in-place merge/unmerge against arc-trl's out-of-place
-merge (arc_trl/trainer/lora_merge.py), on Qwen3-8B-shaped bf16 layers with a trained-like r16 adapter (CPU, ~1 min).
+merge (arc_trl/integrations/lora_merge.py), on Qwen3-8B-shaped bf16 layers with a trained-like r16 adapter (CPU, ~1 min).
 
     python benchmarks/lora_drift_bench.py --out results/gpu_multigpu/lora_drift.json
 
 Both walks are the real ones: TRL's `VLLMGeneration.sync_weights` with its `_iter_named_params`, and the same with
-`arc_trl.trl_internals.lossless_lora_sync` installed, pushing into an engine that only records. The layers are one
+`arc_trl.integrations.trl_internals.lossless_lora_sync` installed, pushing into an engine that only records. The layers are one
 decoder layer's projections of the 8B shape (hidden 4096, intermediate 12288, 32 query / 8 key-value heads of 128),
 random N(0, 0.02) in bf16; the adapter's B is N(0, 0.01) (an untrained B is zero and merges nothing).
 """
@@ -68,7 +68,7 @@ def sync(model, lossless: bool, syncs: int) -> dict:
     from trl.distributed import DistributedBackend
     from trl.generation.vllm_generation import VLLMGeneration
 
-    from arc_trl.trl_internals import lossless_lora_sync
+    from arc_trl.integrations.trl_internals import lossless_lora_sync
 
     accelerator = Accelerator(cpu=True)
     vg = object.__new__(VLLMGeneration)

@@ -40,7 +40,7 @@ def main() -> None:
     from arc_trl.data.dataset import task_from_json_string
     from arc_trl.rewards import compute_reward
     from arc_trl.sandbox import SandboxPool, replay_attempt
-    from arc_trl.tiny_model import build_tiny_model
+    from arc_trl.models.tiny_model import build_tiny_model
     from arc_trl.trainer import ArcGRPOTrainer
 
     workdir = Path(tempfile.mkdtemp(prefix="overhead_bench_"))

@@ -17,8 +17,8 @@ from arc_trl.data.task import ArcTask, Pair
 
 @pytest.fixture(scope="session")
 def tiny_model_dir(tmp_path_factory):
-    """A random-init tiny Qwen3 model + tokenizer written once per session (`arc_trl.tiny_model.build_tiny_model`)."""
-    from arc_trl.tiny_model import build_tiny_model
+    """A random-init tiny Qwen3 model + tokenizer written once per session (`arc_trl.models.tiny_model.build_tiny_model`)."""
+    from arc_trl.models.tiny_model import build_tiny_model
 
     return build_tiny_model(tmp_path_factory.mktemp("tiny_model"))
 
@@ -26,7 +26,7 @@ def tiny_model_dir(tmp_path_factory):
 @pytest.fixture(scope="session")
 def tiny_tokenizer():
     """The tiny model's tokenizer alone (ChatML template), without building the model weights."""
-    from arc_trl.tiny_model import build_tokenizer
+    from arc_trl.models.tiny_model import build_tokenizer
 
     return build_tokenizer()
 

@@ -154,5 +154,5 @@ def subject_of(profile: dict[str, Any]) -> str:
         return f"pretrained: {' '.join(source) if isinstance(source, list) else source}"
     args = [str(a) for a in profile["model_args"]]
     shape = args[args.index("--shape") + 1] if "--shape" in args else "tiny"
-    return f"random-init {shape} shape (arc_trl.tiny_model)"
+    return f"random-init {shape} shape (arc_trl.models.tiny_model)"
 

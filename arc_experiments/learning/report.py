@@ -51,9 +51,9 @@ def student_evals(results: dict[str, Any]) -> list[str]:
 
 def start_of(results: dict[str, Any], run: str) -> str:
     """The student evaluation a run started from: the one that scored the very build the run recorded
-    (`student_model`, the fingerprint of `arc_trl.model_identity`); for results without fingerprints, the one of the
-    machine that ran it (merge_results records it), else the student. ValueError when the run's build was evaluated
-    nowhere: pairing it with another build's evaluation would be the wrong baseline."""
+    (`student_model`, the fingerprint of `arc_trl.models.model_identity`); for results without fingerprints, the one
+    of the machine that ran it (merge_results records it), else the student. ValueError when the run's build was
+    evaluated nowhere: pairing it with another build's evaluation would be the wrong baseline."""
     entry = results.get("runs", {}).get(run, {})
     wanted = entry.get("student_model")
     if wanted:

@@ -12,7 +12,7 @@ from functools import lru_cache
 from pathlib import Path
 from typing import Any
 
-from arc_trl.model_identity import model_fingerprint
+from arc_trl.models.model_identity import model_fingerprint
 
 from arc_experiments.learning.profile import WINDOW, Stage, opd_teacher_of, read_yaml, teachers_of
 

@@ -10,7 +10,7 @@ import argparse
 from pathlib import Path
 
 
-from arc_trl.tiny_model import SHAPES, TinyModelSpec, build_tiny_model, shape_spec  # noqa: E402
+from arc_trl.models.tiny_model import SHAPES, TinyModelSpec, build_tiny_model, shape_spec  # noqa: E402
 
 
 def main(argv: list[str] | None = None) -> None:

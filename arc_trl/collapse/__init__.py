@@ -4,7 +4,7 @@ run's healthy level) and warn/stop/rollback actions.
 See docs/collapse.md. Modules: `signals` (repetition over model tokens), `detector` (pure rules and labels),
 `settings` (from ArcConfig), `callback` (the TrainerCallback), `loop` (train, then stop or roll back in place),
 `rollback` (stop report, discarded checkpoints); the private trainer members the rollback needs are in
-`arc_trl.trl_internals`.
+`arc_trl.integrations.trl_internals`.
 """
 
 from arc_trl.collapse.detector import (

@@ -34,7 +34,7 @@ from typing import Any
 from transformers import TrainerCallback
 
 from arc_trl.collapse.detector import COLLAPSE, OK, CollapseDetector, DetectorSettings, Verdict
-from arc_trl.trl_internals import scale_scheduler_lr
+from arc_trl.integrations.trl_internals import scale_scheduler_lr
 from arc_trl.view.wandb_tables import EventTable
 
 ACTIONS = ("off", "warn", "stop", "rollback")

@@ -49,7 +49,7 @@ def train_with_guard(trainer, resume: str | bool | None, train_once: Callable[[s
     base_lr = trainer.base_learning_rate  # args.learning_rate when the trainer was built (a later call rescales it)
     args.learning_rate = base_lr * multiplier  # a fresh start uses it; a resume rescales the restored optimizer
     if guard is not None and arc.collapse_guard == "rollback" and resume is None:
-        from arc_trl.trl_internals import save_checkpoint_now
+        from arc_trl.integrations.trl_internals import save_checkpoint_now
 
         guard.save_initial = lambda: save_checkpoint_now(trainer)
     while True:
@@ -98,7 +98,7 @@ def prepare_rollback(trainer) -> None:
     """Before `trainer.train(resume_from_checkpoint=...)` is called again on a trainer that collapsed: free the
     collapsed optimizer state and gradients (the checkpoint's are loaded in their place; a checkpoint without
     optimizer state then starts the optimizer afresh, as a new trainer would) and reset TRL's generation state."""
-    from arc_trl.trl_internals import reset_generation_state
+    from arc_trl.integrations.trl_internals import reset_generation_state
 
     optimizer = getattr(trainer, "optimizer", None)
     if optimizer is not None:

@@ -139,7 +139,7 @@ class ArcEvalCallback(TrainerCallback):
         from arc_trl.eval.score import score_attempt
         from arc_trl.rewards.modes import compute_reward
         from arc_trl.rollout import TrainerGenerator, run_episodes
-        from arc_trl.trl_internals import engine_awake
+        from arc_trl.integrations.trl_internals import engine_awake
 
         trainer = self.trainer
         tasks = [self.tasks[t] for t, _ in part]

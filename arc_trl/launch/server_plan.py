@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from urllib.parse import urlparse, urlunparse
 
-from arc_trl.fp8_rollout import server_args
+from arc_trl.integrations.fp8_rollout import server_args
 from arc_trl.launch.launch_config import GpuSplit, gpu_split, launch_value, needs_student_server, needs_teacher_server
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
@@ -137,7 +137,7 @@ def _student_server(config: dict, gpus: list[str] | None, port: int, split: GpuS
         # from one stream (the colocated engine's was fixed the same way: trl_internals.seed_colocated_sampling)
         seed = config.get("seed")
         command += ["--seed", str(DEFAULT_SEED if seed is None else int(seed))]
-    try:  # FP8 rollouts (arc_trl/fp8_rollout.py): the server's vLLM quantizes again at each weight transfer itself
+    try:  # FP8 rollouts (integrations/fp8_rollout.py): the server's vLLM quantizes again at each weight transfer itself
         command += server_args(str(config.get("vllm_rollout_dtype") or "bf16"),
                                str(config.get("vllm_kv_cache_dtype") or "auto"), given)
     except ValueError as error:

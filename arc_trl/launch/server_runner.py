@@ -38,7 +38,7 @@ from arc_trl.launch.server_plan import (
     build_plan,
     port_in_use,
 )
-from arc_trl.vllm_server_client import SERVER_LOGS_ENV
+from arc_trl.integrations.vllm_server_client import SERVER_LOGS_ENV
 
 PREFIX = "[run_with_servers]"
 
@@ -188,7 +188,7 @@ def run_plan(plan: LaunchPlan, log_dir: Path, config_env: dict | None = None,
             log_dir.mkdir(parents=True, exist_ok=True)
             trainer_log = log_dir / "trainer.log"
             log = open(trainer_log, "ab")  # noqa: SIM115  closed by the copying thread at the output's end
-            # the trainer names a server that stops answering with its log (arc_trl/vllm_server_client.py)
+            # the trainer names a server that stops answering with its log (arc_trl/integrations/vllm_server_client.py)
             logs = {spec.health_url.removesuffix(HEALTH_PATH): str(log.resolve()) for spec, _, log in servers
                     if spec.health_url}
             trainer_env = {**process_env(plan.trainer, config_env), SERVER_LOGS_ENV: json.dumps(logs)}

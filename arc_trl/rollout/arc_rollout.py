@@ -40,7 +40,7 @@ from arc_trl.rollout.turns import (
     open_sessions,
 )
 from arc_trl.rollout.settings import RolloutSettings
-from arc_trl.trl_internals import engine_awake
+from arc_trl.integrations.trl_internals import engine_awake
 
 
 def task_from_row(row: dict[str, Any]) -> ArcTask:

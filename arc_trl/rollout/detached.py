@@ -24,7 +24,7 @@ from typing import Any
 
 from arc_trl.rollout.generators import full_turn_kwargs
 from arc_trl.rollout.streams import ServerStream, run_turn, trainer_sampling
-from arc_trl.trl_internals import stream_clients
+from arc_trl.integrations.trl_internals import stream_clients
 
 
 class RolloutCancelled(Exception):

@@ -16,7 +16,7 @@ from typing import Protocol
 import torch
 
 from arc_trl.rollout.streams import EngineStream, RequestStream, run_turn, sampled_logprobs, trainer_stream
-from arc_trl.trl_internals import generate_single_turn, sync_weights_once_per_step
+from arc_trl.integrations.trl_internals import generate_single_turn, sync_weights_once_per_step
 
 
 class Generator(Protocol):

@@ -27,7 +27,8 @@ import uuid
 from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
 from typing import Any, Protocol
 
-from arc_trl.trl_internals import engine_prompt, stream_clients, sync_weights_once_per_step, wake_for_stream
+from arc_trl.integrations.trl_internals import (engine_prompt, stream_clients, sync_weights_once_per_step,
+                                                wake_for_stream)
 
 Finished = tuple[int, list[int], list[float] | None]  # (key, new token ids, sampler logprobs or None)
 

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import torch
 
-from arc_trl.trl_internals import per_token_logps
+from arc_trl.integrations.trl_internals import per_token_logps
 
 
 def _completion_logps(forward, sequences, prompt_lengths, batch_size, pad_id, device) -> list[list[float]]:
@@ -64,9 +64,9 @@ class LocalTeacher:
         partitioned and gathers layers in its forward); otherwise it is moved to the accelerator's device."""
         from trl.trainer.utils import add_fused_lm_head
 
-        from arc_trl.trl_compat import use_torch_logprob_on_cpu
+        from arc_trl.integrations.trl_compat import use_torch_logprob_on_cpu
 
-        use_torch_logprob_on_cpu()  # TRL 1.15 on CPU only (arc_trl/trl_compat.py)
+        use_torch_logprob_on_cpu()  # TRL 1.15 on CPU only (arc_trl/integrations/trl_compat.py)
         model.eval()
         for p in model.parameters():
             p.requires_grad_(False)
@@ -96,7 +96,7 @@ class LocalTeacher:
         or one of its checkpoint-N folders."""
         from transformers import AutoModelForCausalLM
 
-        from arc_trl.trainer.rope_precision import restore_fp32_rope
+        from arc_trl.integrations.rope_precision import restore_fp32_rope
 
         check_teacher_path(path)
         model = AutoModelForCausalLM.from_pretrained(path, dtype=dtype or "auto")

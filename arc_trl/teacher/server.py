@@ -1,7 +1,7 @@
 """A teacher on its own vLLM server, scored through the OpenAI completions endpoint with `prompt_logprobs`.
 
 Scoring reuses TRL's `VLLMClient.get_sequence_logprobs`. Requests carry a timeout (`teacher_timeout_s`, also the wait
-for the server at start: arc_trl/vllm_server_client.py) and are retried a bounded number of times; then
+for the server at start: arc_trl/integrations/vllm_server_client.py) and are retried a bounded number of times; then
 `TeacherUnavailableError` stops the run with a message saying how to resume (the last checkpoint holds the state).
 `submit` runs requests on a background thread so they overlap with generation.
 """
@@ -13,7 +13,7 @@ import time
 from concurrent.futures import Future, ThreadPoolExecutor
 
 from arc_trl.teacher.base import TeacherUnavailableError
-from arc_trl.vllm_server_client import bounded_client
+from arc_trl.integrations.vllm_server_client import bounded_client
 
 
 class ServerTeacher:

@@ -16,12 +16,12 @@ A thin subclass: `__init__` wires the pieces and each override is a short hook i
   computed per micro-batch from the training forward (`_compute_loss`, `_at_loss_time`);
 - LoRA weight sync: the adapter merged into new tensors, the base never written (`lora_merge.py`);
 - FP8 rollouts (`vllm_rollout_dtype`, `vllm_kv_cache_dtype`): the colocated engine built with them, each weight sync
-  quantized again (`arc_trl/fp8_rollout.py`, `trl_internals.requantize_on_sync`); `vllm_kv_cache_memory_gib`: its
-  KV cache fixed, vLLM's start-up memory profile skipped (`arc_trl/colocated_engine.py`);
+  quantized again (`integrations/fp8_rollout.py`, `trl_internals.requantize_on_sync`); `vllm_kv_cache_memory_gib`: its
+  KV cache fixed, vLLM's start-up memory profile skipped (`arc_trl/integrations/colocated_engine.py`);
 - `async_rollouts: 1`: the next step's rollout in the background while this step trains (`async_rollout.py`:
   `get_batch_samples` reads one step ahead, `_generate` takes, pushes and launches, `train` discards what is in
   flight at each call's start and end);
-- TRL's and vLLM's private members: only through `arc_trl.trl_internals`.
+- TRL's and vLLM's private members: only through `arc_trl.integrations.trl_internals`.
 Everything else (sampling, weight sync, clipping, logging, checkpointing) is TRL's.
 """
 
@@ -35,7 +35,7 @@ from trl import GRPOConfig, GRPOTrainer
 
 from arc_trl.chat_template import end_of_turn_id
 from arc_trl.collapse.loop import attach_collapse_guard, train_with_guard
-from arc_trl.colocated_engine import claim_rendezvous_port, colocated_engine_extra, rendezvous_port_held
+from arc_trl.integrations.colocated_engine import claim_rendezvous_port, colocated_engine_extra, rendezvous_port_held
 from arc_trl.config import ArcConfig
 from arc_trl.eval.callback import ArcEvalCallback
 from arc_trl.rollout.arc_rollout import ArcRollout
@@ -54,11 +54,11 @@ from arc_trl.trainer.rollout_dump import dump_rollouts
 from arc_trl.trainer.learning_signal import NoLearningSignalCallback
 from arc_trl.trainer.wandb_episodes import WandbEpisodes, default_wandb_dir
 from arc_trl.run_summary import print_train_summary
-from arc_trl.trainer.rope_precision import restore_fp32_rope
+from arc_trl.integrations.rope_precision import restore_fp32_rope
 from arc_trl.trainer.sampling_mismatch import importance_sampling_ratio
 from arc_trl.trainer.step_timing import StepBudget, StepBudgetCallback, StepClock, TimedPool, timed_method
 from arc_trl.trainer.teacher_term import TEACHER_LOGPS, TeacherTerm, build_teacher
-from arc_trl.trl_internals import (
+from arc_trl.integrations.trl_internals import (
     bounded_server_client,
     buffered_micro_batches,
     checkpoint_folder,
@@ -96,9 +96,9 @@ class ArcGRPOTrainer(GRPOTrainer):
     ) -> None:
         from arc_trl.rewards.trl_rewards import make_reward_funcs
         from arc_trl.sandbox import SandboxPool
-        from arc_trl.trl_compat import use_torch_logprob_on_cpu
+        from arc_trl.integrations.trl_compat import use_torch_logprob_on_cpu
 
-        use_torch_logprob_on_cpu()  # TRL 1.15 on CPU only (arc_trl/trl_compat.py)
+        use_torch_logprob_on_cpu()  # TRL 1.15 on CPU only (arc_trl/integrations/trl_compat.py)
 
         self.arc_config = arc = arc_config
         arc.check_with(args)
@@ -112,7 +112,7 @@ class ArcGRPOTrainer(GRPOTrainer):
             )
         default_wandb_dir(args)  # W&B's wandb/ folder under output_dir, not the working directory (WANDB_DIR wins)
         if args.use_vllm:
-            from arc_trl.vllm_cpu import make_cpu_weights_reloadable
+            from arc_trl.integrations.vllm_cpu import make_cpu_weights_reloadable
 
             make_cpu_weights_reloadable()  # no-op on GPU builds
 
@@ -148,7 +148,7 @@ class ArcGRPOTrainer(GRPOTrainer):
         if colocated:
             claim_rendezvous_port()  # not TRL's 29500, which runs started together on one machine all take
         # FP8 rollouts, a fixed KV cache: TRL's colocated vllm.LLM is built here (its store binds the claimed port, held
-        # till then); a server: TRL's client of it, every request with a deadline (arc_trl/vllm_server_client.py)
+        # till then); a server: TRL's client of it, every request with a deadline (integrations/vllm_server_client.py)
         server = args.use_vllm and args.vllm_mode == "server"
         with (colocated_engine_kwargs(extra), bounded_server_client(arc.vllm_request_timeout_s if server else None),
               rendezvous_port_held()):
@@ -163,8 +163,8 @@ class ArcGRPOTrainer(GRPOTrainer):
                 peft_config=peft_config,
                 rollout_func=self.rollout,
             )
-        # ZeRO-3's zero.Init built the rotary frequencies in bf16 (trainer/rope_precision.py): float32 again, before
-        # the first forward, for the policy and for TRL's reference model when it loaded one
+        # ZeRO-3's zero.Init built the rotary frequencies in bf16 (integrations/rope_precision.py): float32 again,
+        # before the first forward, for the policy and for TRL's reference model when it loaded one
         for model_name in ("model", "ref_model"):
             if getattr(self, model_name, None) is not None and restore_fp32_rope(getattr(self, model_name)):
                 logger.info("%s: rotary inv_freq recomputed in float32 (DeepSpeed zero.Init had built it in bf16)",

@@ -227,7 +227,7 @@ def process_agreement(accelerator) -> Callable[[bool, bool], tuple[bool, bool]]:
 def async_generate(trainer, prompts: list, generate: Callable[[list], Any]) -> Any:
     """`GRPOTrainer._generate` (`generate`) of a training batch with `async_rollouts: 1`: take, push, launch."""
     from arc_trl.rollout.detached import DetachedServerGenerator
-    from arc_trl.trl_internals import log_metrics
+    from arc_trl.integrations.trl_internals import log_metrics
 
     manager: AsyncRollouts = trainer.async_rollouts
     rollout, step = trainer.rollout, trainer.state.global_step

@@ -2,8 +2,8 @@
 
 Each family sums named local values over all processes with `gather_sums` and divides the totals, so every
 process logs the same, batch-wide, values (a ratio with a zero denominator is 0). The trainer logs the returned
-dicts into TRL's metrics (`arc_trl.trl_internals.log_metrics`). Collective: every process calls the same functions
-in the same order.
+dicts into TRL's metrics (`arc_trl.integrations.trl_internals.log_metrics`). Collective: every process calls the
+same functions in the same order.
 """
 
 from __future__ import annotations

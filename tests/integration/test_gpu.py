@@ -29,7 +29,7 @@ def test_trainer_step_on_gpu_small_shape(tmp_path):
 
 
 def test_unsloth_guard_is_explicit():
-    from arc_trl.unsloth_support import UnslothUnavailableError, check_unsloth_available
+    from arc_trl.integrations.unsloth_support import UnslothUnavailableError, check_unsloth_available
 
     try:
         import unsloth  # noqa: F401

@@ -3,7 +3,7 @@
 `arc-trl train` (`train_entry.main`, tests/hung_server_worker.py) runs as a process of its own, in server mode with
 `async_rollouts: 1`, against the stand-in server (tests/fake_vllm_server.py), which stops answering anything after a
 given request (a hung or SIGSTOPped server: connections are still accepted, nothing comes back). Before the
-deadlines (arc_trl/vllm_server_client.py) such a run never exited: TRL's client waits forever, and the trainer's
+deadlines (arc_trl/integrations/vllm_server_client.py) such a run never exited: TRL's client waits forever, and the trainer's
 `close()` joined the background rollout's thread blocked in it. The benchmark of the same: benchmarks/
 hung_server_drill.py.
 """

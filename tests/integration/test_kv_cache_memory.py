@@ -1,5 +1,5 @@
 """`vllm_kv_cache_memory_gib`: the colocated engine TRL builds inside the trainer gets exactly that KV cache
-(arc_trl/colocated_engine.py), in place of the size vLLM's start-up memory profile would give it."""
+(arc_trl/integrations/colocated_engine.py), in place of the size vLLM's start-up memory profile would give it."""
 
 from __future__ import annotations
 

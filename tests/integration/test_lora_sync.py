@@ -1,4 +1,4 @@
-"""The LoRA weight sync leaves the base weights bit-identical (arc_trl/trainer/lora_merge.py).
+"""The LoRA weight sync leaves the base weights bit-identical (arc_trl/integrations/lora_merge.py).
 
 TRL's `VLLMGeneration._iter_named_params` merges the adapter into the base in place and unmerges it at every sync;
 in bf16 that rounds the base each time. The trainer replaces that walk with an out-of-place merge: vLLM gets the same
@@ -75,8 +75,8 @@ def _vllm_generation(model, accelerator, engine):
 
 
 def test_lora_sync_keeps_the_base_bit_identical_and_pushes_what_trl_merges(tiny_model_dir, tmp_path):
-    from arc_trl.trainer.lora_merge import lora_layers
-    from arc_trl.trl_internals import lossless_lora_sync
+    from arc_trl.integrations.lora_merge import lora_layers
+    from arc_trl.integrations.trl_internals import lossless_lora_sync
 
     trainer = _peft_trainer(tiny_model_dir, tmp_path / "run", torch.bfloat16)
     try:

@@ -27,7 +27,7 @@ def test_policy_teacher_scores_with_the_adapter_on(tiny_model_dir, tmp_path):
     teacher follows them (equal to the trainer's own forward with the adapter, dropout off) and the base teacher
     does not; scoring leaves the model in training mode and is deterministic despite lora_dropout."""
     from arc_trl.teacher import BaseModelTeacher, PolicyTeacher
-    from arc_trl.trl_internals import per_token_logps
+    from arc_trl.integrations.trl_internals import per_token_logps
 
     trainer = _peer_trainer(tiny_model_dir, tmp_path)
     try:

@@ -247,7 +247,7 @@ def memorized_llm(memorized_model_dir):
     """One CPU vLLM engine shared by this module's vLLM tests."""
     from vllm import LLM
 
-    from arc_trl.vllm_cpu import make_cpu_weights_reloadable
+    from arc_trl.integrations.vllm_cpu import make_cpu_weights_reloadable
     from model_helpers import shutdown_llm
 
     make_cpu_weights_reloadable()

@@ -134,7 +134,7 @@ def test_real_vllm_episodes_token_by_token(memorized_model_dir, memorized_task, 
     from vllm import LLM
 
     from arc_trl.rollout import VLLMGenerator
-    from arc_trl.vllm_cpu import make_cpu_weights_reloadable
+    from arc_trl.integrations.vllm_cpu import make_cpu_weights_reloadable
     from model_helpers import shutdown_llm
 
     make_cpu_weights_reloadable()

@@ -1,6 +1,6 @@
 """The colocated vLLM engine samples with the training seed: TRL builds it with `seed=process_index // tp` (0 on one
 process), and vLLM's worker start seeded the process's RNGs with that, so every training seed sampled the same first
-batch; `seed_colocated_sampling` (arc_trl/trl_internals.py) seeds them again from the training seed."""
+batch; `seed_colocated_sampling` (arc_trl/integrations/trl_internals.py) seeds them again from the training seed."""
 
 from __future__ import annotations
 

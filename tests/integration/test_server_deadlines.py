@@ -1,4 +1,4 @@
-"""Deadlines on every request to a vLLM server (arc_trl/vllm_server_client.py): a server that stops answering fails
+"""Deadlines on every request to a vLLM server (arc_trl/integrations/vllm_server_client.py): a server that stops answering fails
 the request after `vllm_request_timeout_s`, once (never resent), with the server, the request, the key and the
 server's log named; a server that never comes up fails the start-up wait. Against the stand-in server
 (tests/fake_vllm_server.py) and a socket that accepts connections and never answers. The whole run with a server that
@@ -17,7 +17,7 @@ from fake_vllm_server import FakeVllmServer
 
 pytest.importorskip("vllm")  # TRL's VLLMClient needs vLLM installed
 
-from arc_trl.vllm_server_client import (  # noqa: E402
+from arc_trl.integrations.vllm_server_client import (  # noqa: E402
     SERVER_LOGS_ENV,
     ServerUnresponsive,
     bounded_client,
@@ -92,7 +92,7 @@ def test_the_trainers_clients_take_vllm_request_timeout_s(server, monkeypatch):
     per-request clients of the rollout both get the deadline."""
     import trl.generation.vllm_generation as vllm_generation
 
-    from arc_trl.trl_internals import bounded_server_client, stream_clients
+    from arc_trl.integrations.trl_internals import bounded_server_client, stream_clients
 
     original = vllm_generation.VLLMClient
     with bounded_server_client(1.5):

@@ -212,7 +212,7 @@ def test_tiny_cpu_config_end_to_end_with_colocated_vllm(memorized_model_dir, mem
         "--vllm_importance_sampling_clip_max", "1.001",
     ])
     assert summary["global_step"] == 2 and (out / "checkpoint-2" / "model.safetensors").exists()
-    from arc_trl.model_identity import model_fingerprint  # the run records the build it started from
+    from arc_trl.models.model_identity import model_fingerprint  # the run records the build it started from
 
     recorded = json.loads((out / "arc_trl_config.json").read_text())["start_model_fingerprint"]
     assert recorded == model_fingerprint(memorized_model_dir) is not None
@@ -234,7 +234,7 @@ def test_tiny_cpu_config_end_to_end_with_colocated_vllm(memorized_model_dir, mem
 
 
 def test_unsloth_without_gpu_or_package_fails_clearly(tiny_model_dir, tmp_path):
-    from arc_trl.unsloth_support import UnslothUnavailableError
+    from arc_trl.integrations.unsloth_support import UnslothUnavailableError
 
     with pytest.raises(UnslothUnavailableError, match="needs a CUDA GPU|not installed"):
         main(_argv(tiny_model_dir, tmp_path / "run", "--use_unsloth", "true", "--use_peft", "true", "--max_steps", "1"))

@@ -1,6 +1,6 @@
 """The trainer computes RoPE in float32 also when DeepSpeed ZeRO-3's zero.Init built the model (which leaves the
 rotary frequencies in bf16: the trainer's log-probs drifted from vLLM's more at every position, a sampler/trainer gap
-of 0.32-0.40 against 0.064 with DDP on Qwen3-8B). arc_trl/trainer/rope_precision.py."""
+of 0.32-0.40 against 0.064 with DDP on Qwen3-8B). arc_trl/integrations/rope_precision.py."""
 
 from __future__ import annotations
 
@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 import torch
 
-from arc_trl.trainer.rope_precision import restore_fp32_rope  # noqa: F401  (the module under test)
+from arc_trl.integrations.rope_precision import restore_fp32_rope  # noqa: F401  (the module under test)
 
 sys.path.insert(0, str(Path(__file__).parents[1] / "unit" / "trainer"))
 from test_rope_precision import zero_init_rope  # noqa: E402

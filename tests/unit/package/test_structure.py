@@ -167,12 +167,20 @@ def test_no_import_cycle_among_the_package_modules(package, deferred):
 
 
 
-LOWER_LAYERS = {"arc_trl.data": ("arc_trl.synthetic", "arc_trl.tasks")}  # package -> what it must never import
+ABOVE_THE_SEAMS = ("arc_trl.trainer", "arc_trl.rollout", "arc_trl.teacher", "arc_trl.eval", "arc_trl.collapse",
+                   "arc_trl.launch", "arc_trl.cli", "arc_trl.train_entry", "arc_trl.warmstart", "arc_trl.view")
+LOWER_LAYERS = {  # package -> what it must never import
+    "arc_trl.data": ("arc_trl.synthetic", "arc_trl.tasks"),
+    "arc_trl.integrations": ABOVE_THE_SEAMS,
+    "arc_trl.models": ABOVE_THE_SEAMS,
+}
 
 
 def test_lower_layers_import_nothing_above_them_even_inside_functions():
     """`synthetic` builds on `data`; `data` importing `synthetic` (even lazily, inside a function) ties the layers
-    together both ways. `arc_trl.tasks` sits above both and takes every task spec."""
+    together both ways. `arc_trl.tasks` sits above both and takes every task spec. The integrations with TRL/vLLM/PEFT
+    and the models are built on by the trainer, the rollout, the teacher backends and the CLI, never the reverse
+    (`trl_internals` once imported the trainer's LoRA merge, the local teacher the trainer's RoPE fix)."""
     bad = []
     for name, path in module_files().items():
         for lower, above in LOWER_LAYERS.items():

@@ -11,9 +11,9 @@ from types import SimpleNamespace
 import pytest
 
 from arc_trl.config import ArcConfig
-from arc_trl.fp8_rollout import engine_kwargs, server_args
+from arc_trl.integrations.fp8_rollout import engine_kwargs, server_args
 from arc_trl.launch.server_plan import PlanError, build_plan
-from arc_trl.trl_internals import colocated_engine_kwargs, requantize_on_sync
+from arc_trl.integrations.trl_internals import colocated_engine_kwargs, requantize_on_sync
 
 
 @pytest.mark.parametrize(("rollout", "kv", "expected"), [
@@ -170,7 +170,8 @@ def test_fp8_under_a_sequence_level_is_ratio_warns_once_and_token_level_or_bf16_
     import logging
     from types import SimpleNamespace
 
-    from arc_trl import fp8_rollout, warn_once
+    from arc_trl import warn_once
+    from arc_trl.integrations import fp8_rollout
     from arc_trl.config import ArcConfig
 
     monkeypatch.setattr(warn_once, "said", set())  # as in a new process
@@ -193,7 +194,7 @@ def test_fp8_under_a_sequence_level_is_ratio_warns_once_and_token_level_or_bf16_
 
 
 def test_a_fixed_kv_cache_reaches_only_a_colocated_engine_in_bytes_beside_the_fp8_settings():
-    from arc_trl.colocated_engine import colocated_engine_extra
+    from arc_trl.integrations.colocated_engine import colocated_engine_extra
 
     assert colocated_engine_extra(True, "fp8", "auto", 20.0) == {"quantization": "fp8",
                                                                  "kv_cache_memory_bytes": 20 * 2**30}

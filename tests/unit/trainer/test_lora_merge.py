@@ -1,4 +1,4 @@
-"""The out-of-place LoRA merge (arc_trl/trainer/lora_merge.py) gives PEFT's in-place merge's bits for every layer
+"""The out-of-place LoRA merge (arc_trl/integrations/lora_merge.py) gives PEFT's in-place merge's bits for every layer
 type it serves, never writes the base, and refuses what it cannot reproduce."""
 
 from __future__ import annotations
@@ -11,7 +11,7 @@ from torch import nn
 
 peft = pytest.importorskip("peft")
 
-from arc_trl.trainer.lora_merge import merged_named_params, unsupported_lora  # noqa: E402
+from arc_trl.integrations.lora_merge import merged_named_params, unsupported_lora  # noqa: E402
 
 
 class Tiny(nn.Module):

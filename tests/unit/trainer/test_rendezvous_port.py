@@ -1,4 +1,4 @@
-"""`claim_rendezvous_port` (arc_trl/colocated_engine.py): a single-process colocated run without MASTER_PORT takes an
+"""`claim_rendezvous_port` (arc_trl/integrations/colocated_engine.py): a single-process colocated run without MASTER_PORT takes an
 OS-assigned free port, not TRL's first free of 29500, 23456, ..., which runs started together all take (seen on an
 H200: 7 of 12 runs started together died with EADDRINUSE on 29500)."""
 
@@ -14,7 +14,7 @@ from trl.trainer.utils import ensure_master_addr_port
 
 import pytest
 
-from arc_trl.colocated_engine import claim_rendezvous_port, release_rendezvous_port, rendezvous_port_held
+from arc_trl.integrations.colocated_engine import claim_rendezvous_port, release_rendezvous_port, rendezvous_port_held
 
 
 @pytest.fixture(autouse=True)

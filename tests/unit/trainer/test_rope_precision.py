@@ -1,5 +1,5 @@
 """Rotary frequencies built in bf16 (as DeepSpeed ZeRO-3's zero.Init builds them) are recomputed in float32
-(arc_trl/trainer/rope_precision.py), giving back the log-probs of a normally loaded model bit for bit."""
+(arc_trl/integrations/rope_precision.py), giving back the log-probs of a normally loaded model bit for bit."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ import copy
 import pytest
 import torch
 
-from arc_trl.trainer.rope_precision import restore_fp32_rope
+from arc_trl.integrations.rope_precision import restore_fp32_rope
 
 
 def _model():

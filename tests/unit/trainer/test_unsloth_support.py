@@ -11,7 +11,7 @@ from types import SimpleNamespace
 import pytest
 import torch
 
-from arc_trl import unsloth_support as us
+from arc_trl.integrations import unsloth_support as us
 from arc_trl.train_entry import main
 
 CONFIG = str(Path(__file__).resolve().parents[3] / "configs" / "tiny-cpu.yaml")
@@ -132,12 +132,12 @@ def test_loader_passes_our_lora_settings_and_keeps_our_tokenizer(monkeypatch):
 
 
 def test_torch_logprob_matches_trls_fused_head_function():
-    """TRL 1.15's fused LM head is Triton-only; arc_trl.trl_compat's torch stand-in (used on CPU with TRL 1.15) must
+    """TRL 1.15's fused LM head is Triton-only; arc_trl.integrations.trl_compat's torch stand-in (used on CPU with TRL 1.15) must
     give what TRL 1.16's own function gives on CPU: log-probs, entropy, the logged stats and the gradients."""
     import trl
     from packaging.version import Version
 
-    from arc_trl.trl_compat import TorchChunkedLogProb, use_torch_logprob_on_cpu
+    from arc_trl.integrations.trl_compat import TorchChunkedLogProb, use_torch_logprob_on_cpu
 
     if Version(trl.__version__) < Version("1.16"):
         assert use_torch_logprob_on_cpu() == (not torch.cuda.is_available())

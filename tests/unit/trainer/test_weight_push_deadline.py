@@ -1,4 +1,4 @@
-"""The weight push's NCCL broadcast within a deadline (`arc_trl.vllm_server_client.broadcast_deadline`): a server
+"""The weight push's NCCL broadcast within a deadline (`arc_trl.integrations.vllm_server_client.broadcast_deadline`): a server
 that stops taking it gets its communicator aborted and the push fails naming the server, in bounded time; a broadcast
 that an abort does not free ends the process. On CPU, with a stand-in communicator that blocks like a collective whose
 peer stopped."""
@@ -10,7 +10,7 @@ import time
 
 import pytest
 
-from arc_trl.vllm_server_client import ServerUnresponsive, bounded_client_class, broadcast_deadline
+from arc_trl.integrations.vllm_server_client import ServerUnresponsive, bounded_client_class, broadcast_deadline
 
 
 class StoppedPeer:

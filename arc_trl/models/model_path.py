@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-REPO_ROOT = Path(__file__).resolve().parents[1]
+REPO_ROOT = Path(__file__).resolve().parents[2]
 TINY_MODEL_DEFAULT = "outputs/tiny-model"  # arc-trl build-tiny-model's default --out
 DEMO_MODEL = "outputs/demo/model"  # what `make demo` builds first (arc-trl build-tiny-model --out outputs/demo/model)
 
