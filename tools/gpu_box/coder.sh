@@ -8,7 +8,9 @@
 #     start:      once the bundle and the 0.5B's wheels are whole (ferry.py assemble says so): unpack the bundle,
 #                 copy the checkout to /tmp/arc-src, start the queue (it assembles later chunks itself); ONLY=a,b
 #                 runs only those stages (python -m arc_experiments.coder list); results/coder/choice.json, when
-#                 committed, stands for the 0.5B's harness arms
+#                 committed, stands for the 0.5B's harness arms; results/coder/carry/*.tar.gz (whole folders an
+#                 earlier machine generated, e.g. the 1.5B's zero-shot train folder that its warm start reads) are
+#                 unpacked into the work folder first
 #     status:     the queue's progress lines and the GPU's memory
 #     collect:    the records (no weights) packed into $OUT (<= 7 parts of 15 MiB) and the queue's log
 # Make the calls back to back: an idle machine is taken back ~30 s after a call ends, and the queue with it.
@@ -27,6 +29,8 @@ while [ $# -gt 0 ]; do
       if [ -f $WORK/pid ] && kill -0 "$(cat $WORK/pid)" 2>/dev/null; then echo "start: the queue runs already"
       else
         mkdir -p $SRC $WORK && tar --exclude=./.gpu -cf - . | tar -x -C $SRC  # the running queue's code stays
+        for t in results/coder/carry/*.tar.gz; do  # folders an earlier machine made (full, unslimmed): not redone
+          [ -f "$t" ] && tar -xzf "$t" -C $WORK --skip-old-files && echo "start: $t unpacked into $WORK"; done
         here=$PWD; cd $SRC; export PYTHONPATH=/tmp/site:$SRC PATH=/tmp/site/bin:$PATH
         choice=""; [ -f results/coder/choice.json ] && choice="--choice $SRC/results/coder/choice.json"  # measured once
         only=""; [ -n "${ONLY:-}" ] && only="--only $ONLY"  # e.g. ONLY=import-qwen05,zero-shot-qwen05,warm-qwen05
