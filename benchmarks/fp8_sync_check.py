@@ -16,7 +16,7 @@ and bf16 engines differ by more than --tolerance on the untaught prompt, and the
 Exit code 1 when not passed. `--server`: the server's path of a push (`trl vllm-serve`'s NCCL weight-transfer
 engine's start / finish around the loads, the broadcast left out) instead of the colocated sync. `--no-hook` runs
 TRL's plain colocated sync (expected to fail: records the error). The engines, the prompts, the training, the syncs
-and the layer check: arc_trl/fp8_sync_check.py, as in the CPU test.
+and the layer check: benchmarks/fp8_sync_engine.py, as in the CPU test.
 """
 
 from __future__ import annotations

@@ -13,15 +13,6 @@ from arc_experiments.coder.plan import ROOT
 
 
 def main(argv: list[str] | None = None) -> int:
-    import torch
-    from transformers import AutoModelForCausalLM, AutoTokenizer
-
-    from arc_trl.chat_template import prompt_ids
-    from arc_trl.data import load_template
-    from arc_trl.eval.generate import add_generate_arguments, task_prompt
-    from arc_trl.eval.generation_settings import resolve_options
-    from arc_trl.tasks import load_tasks
-
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("model")
     parser.add_argument("task_ids", nargs="+")
@@ -31,6 +22,16 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--tokens", type=int, default=6)
     parser.add_argument("--seed", type=int, default=0)
     args = parser.parse_args(argv)
+
+    import torch
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    from arc_trl.chat_template import prompt_ids
+    from arc_trl.data import load_template
+    from arc_trl.eval.generate import add_generate_arguments, task_prompt
+    from arc_trl.eval.generation_settings import resolve_options
+    from arc_trl.tasks import load_tasks
+
     generate_args = resolve_options(add_generate_arguments(argparse.ArgumentParser()).parse_args(
         ["--model", args.model, "--dataset", args.dataset, "--prompt-template", args.prompt_template,
          "--check-transform", "--output-dir", "/dev/null"]))

@@ -94,7 +94,9 @@ def command(work: Work, name: str, argv: list[str], limit: int = 3600) -> int:
 
 
 def folder_done(folder: Path, n: int) -> bool:
-    """The folder was scored with `n` attempts per task (a finished `evaluate generate`)."""
+    """The folder was scored with `n` attempts per task (metrics.md, written last, says the scorer finished)."""
+    if not (folder / "metrics.md").exists():
+        return False
     try:
         metrics = json.loads((folder / "metrics.json").read_text())
     except (OSError, ValueError):
@@ -323,7 +325,8 @@ def run_stages(work: Work, pending: list[tuple[str, Callable[[], bool], Callable
 # what comes back
 
 KEEP = ("metrics.json", "pass_at_k.json", "sampling.json", "per_attempt.jsonl", "completions.jsonl", "metrics.md",
-        "choice.json", "timeline.jsonl", "speed.json", "transcripts.jsonl", "arc_trl_import.json", "trainer_state.json")
+        "choice.json", "score_argv.json", "timeline.jsonl", "speed.json", "transcripts.jsonl", "arc_trl_import.json",
+        "trainer_state.json")
 PART_BYTES = 15 * 1024 * 1024
 
 

@@ -58,7 +58,7 @@ def score_in_background(work: Work, folder: Path, argv: list[str]) -> None:
     log = open(work.log(name), "w")  # noqa: SIM115  (closed with the process: the child holds its own descriptor)
     process = subprocess.Popen([sys.executable, "-m", "arc_experiments.coder", "score-folder", "--", *argv],
                                stdout=log, stderr=subprocess.STDOUT, cwd=ROOT, env={**os.environ, **ENV},
-                               start_new_session=True)  # its sandbox processes go with it (killpg)
+                               start_new_session=True)  # killpg reaches it; its sandbox zygote ends with its socket
     log.close()
     work.scorers.append(Scorer(str(folder.relative_to(work.root)), process))
     say(f"   scoring {folder} in the background (pid {process.pid})")

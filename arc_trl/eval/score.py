@@ -45,6 +45,7 @@ import json
 import os
 import sys
 import time
+import uuid
 from collections import Counter, defaultdict
 from collections.abc import Iterable, Iterator, Sequence
 from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
@@ -293,7 +294,7 @@ def write_outputs(output_dir: str | Path, metrics: dict[str, Any], rows: list[di
 
 
 def _write_whole(path: Path, text: str) -> None:
-    tmp = path.with_name(path.name + ".tmp")
+    tmp = path.with_name(f"{path.name}.{os.getpid()}.{uuid.uuid4().hex[:8]}.tmp")  # two writers never share one
     tmp.write_text(text)
     os.replace(tmp, path)  # a reader sees the old file or the new one, never half of one
 

@@ -258,10 +258,10 @@ class TransformersGenerator:
             self.sampling.setdefault("top_k", 0)
             self.sampling.setdefault("min_p", None)
 
-    @torch.no_grad()
     def stream_unsupported(self) -> str | None:
         return "transformers `generate` has no continuous batching"
 
+    @torch.no_grad()
     def generate(self, sequences, max_tokens, keys=None):
         ids_out, lps_out = [], []
         pad_id = self.tokenizer.pad_token_id

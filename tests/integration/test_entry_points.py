@@ -19,7 +19,7 @@ _MAINS = ("arc_trl", "arc_trl.eval.compare", "arc_trl.eval.generate", "arc_trl.e
           "arc_experiments.learning.sweep_choice", "arc_experiments.learning.compare_arms",
           "arc_experiments.learning.arms_report", "arc_experiments.learning.arc_agi_report",
           "arc_experiments.learning.opd_records", "arc_experiments.learning.opd_report",
-          "arc_experiments.gpu", "arc_experiments.figures")
+          "arc_experiments.gpu", "arc_experiments.figures", "arc_experiments.coder.first_tokens")
 _COVERED_ELSEWHERE = {"arc_experiments.learning.runner",  # = python -m arc_experiments.learning
                       "arc_trl.sandbox.child.zygote"}  # the sandbox's own process, not a command
 
@@ -27,7 +27,7 @@ _COVERED_ELSEWHERE = {"arc_experiments.learning.runner",  # = python -m arc_expe
 def _commands() -> list[tuple[str, list[str]]]:
     commands = [(p.relative_to(ROOT).as_posix(), [sys.executable, str(p)])
                 for folder in ("scripts", "benchmarks") for p in sorted((ROOT / folder).glob("*.py"))
-                if p.name != "common.py"]
+                if p.name not in ("common.py", "fp8_sync_engine.py")]  # helpers the benchmarks import
     commands += [(f"-m {module}", [sys.executable, "-m", module]) for module in _MAINS]
     scripts = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"].get("scripts", {})
     for name, target in scripts.items():  # run the console entry point's function as the installed script would
