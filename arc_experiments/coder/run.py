@@ -3,6 +3,7 @@ its wheels to arrive (they come over many calls while the 0.5B's stages run).
 
     python -m arc_experiments.coder run --work /tmp/coder --wheels /tmp/ferry-out/wheels [--only STAGE,...]
     python -m arc_experiments.coder pack --work /tmp/coder --out $OUT      # what comes back, <= 16 MiB a file
+    python -m arc_experiments.coder pack-model --work /tmp/coder --model qwen15 --out $OUT --call K  # its adapter
     python -m arc_experiments.coder slim --work RECORDS --out results/coder  # here: what is committed
 
 Folders under WORK: models/NAME (imported), harness/NAME/ARM (validation tasks), zero-shot/NAME/{train,eval},
@@ -197,14 +198,17 @@ def zero_shot(work: Work, model: str) -> int:
     return generate_folders(work, f"zero-shot-{model}", work.path("models", model), jobs, background_score=True)
 
 
-def warm(work: Work, model: str) -> int:
+def warm_model(work: Work, model: str) -> Path | None:
     """Transcripts of the model's own zero-shot training-split attempts (validation tasks left out) + synthetic
-    reference programs -> SFT -> the warm-started model on validation, evaluation and training tasks."""
+    reference programs -> SFT; the folder the engine serves (a LoRA adapter merged once), None when a step failed.
+    A trained folder already there (carried in from an earlier machine) is not trained again."""
     arm = chosen(work)
     folder = work.path("warm", model)
     folder.mkdir(parents=True, exist_ok=True)
     transcripts = folder / "transcripts.jsonl"
-    if not transcripts.exists():
+    trained = folder / "model"
+    is_trained = lambda: (trained / "config.json").exists() or (trained / "adapter_config.json").exists()  # noqa: E731
+    if not transcripts.exists() and not is_trained():
         argv = [sys.executable, "-m", "arc_trl", "transcripts", "--dataset", TRAIN, "--out", str(transcripts),
                 "--eval-dir", str(work.path("zero-shot", model, "train")), "--agent-mode", arm.agent_mode,
                 "--max-per-task", "4", "--workers", "12", "--skip-task-ids", *validation_ids(train_ids())]
@@ -212,9 +216,8 @@ def warm(work: Work, model: str) -> int:
         if arm.agent_mode == "repl" and not arm.check_transform:  # a code turn alone ends no episode there
             argv += ["--kinds", "solved"]
         if command(work, f"transcripts-{model}", argv):
-            return 1
-    trained = folder / "model"
-    if not (trained / "config.json").exists() and not (trained / "adapter_config.json").exists():
+            return None
+    if not is_trained():
         argv = [sys.executable, "-m", "arc_trl", "sft", "--config", str(ROOT / SFT_CONFIGS[model]),
                 "--model_name_or_path", str(work.path("models", model)), "--output_dir", str(trained),
                 "--transcripts", str(transcripts), "--agent_mode", arm.agent_mode,
@@ -222,26 +225,34 @@ def warm(work: Work, model: str) -> int:
                 str(SFT_SECONDS[model]), *work.sft_extra(),
                 "--prompt_template", str(ROOT / arm.prompt_template) if arm.prompt_template else ""]
         if command(work, f"sft-{model}", argv):
-            return 1
-    served = trained
-    if (trained / "adapter_config.json").exists():  # LoRA: merged once for the engine
-        served = folder / "merged"
-        if not (served / "model.safetensors").exists():  # merged into a new folder, renamed once whole
-            import shutil
+            return None
+    if not (trained / "adapter_config.json").exists():
+        return trained
+    served = folder / "merged"  # LoRA: merged once for the engine, into a new folder renamed once whole
+    if not (served / "model.safetensors").exists():
+        import shutil
 
-            from arc_trl.eval.generation_backends import load_tokenizer, merge_adapter_to
+        from arc_trl.eval.generation_backends import load_tokenizer, merge_adapter_to
 
-            partial = folder / "merged.partial"
-            shutil.rmtree(partial, ignore_errors=True)
-            shutil.rmtree(served, ignore_errors=True)
-            merge_adapter_to(str(work.path("models", model)), str(trained), "bfloat16", partial,
-                             load_tokenizer(str(trained), "auto")[0])
-            partial.rename(served)
-    ids = validation_ids(train_ids())
-    jobs = [(folder / "eval", generate_argv(served, arm, EVAL, folder / "eval", N_ZERO_SHOT), N_ZERO_SHOT),
-            (folder / "validation", generate_argv(served, arm, TRAIN, folder / "validation", N_ZERO_SHOT, ids),
-             N_ZERO_SHOT),
-            (folder / "train", generate_argv(served, arm, TRAIN, folder / "train", N_ZERO_SHOT), N_ZERO_SHOT)]
+        partial = folder / "merged.partial"
+        shutil.rmtree(partial, ignore_errors=True)
+        shutil.rmtree(served, ignore_errors=True)
+        merge_adapter_to(str(work.path("models", model)), str(trained), "bfloat16", partial,
+                         load_tokenizer(str(trained), "auto")[0])
+        partial.rename(served)
+    return served
+
+
+def warm(work: Work, model: str, splits: tuple[str, ...] = ("eval", "validation")) -> int:
+    """The warm-started model (`warm_model`) on `splits`: eval (ARC-AGI-1 evaluation), validation (the 100 held-out
+    training tasks), train (all 400 training tasks; a stage of its own, after `speed`)."""
+    served = warm_model(work, model)
+    if served is None:
+        return 1
+    arm, folder = chosen(work), work.path("warm", model)
+    datasets = {"eval": (EVAL, None), "validation": (TRAIN, validation_ids(train_ids())), "train": (TRAIN, None)}
+    jobs = [(folder / split, generate_argv(served, arm, datasets[split][0], folder / split, N_ZERO_SHOT,
+                                           datasets[split][1]), N_ZERO_SHOT) for split in splits]
     return generate_folders(work, f"warm-{model}", served, jobs, background_score=True)
 
 
@@ -257,7 +268,8 @@ def speed(work: Work) -> int:
 def stages(work: Work) -> list[tuple[str, Callable[[], bool], Callable[[], int]]]:
     """(name, ready, run) in priority order: a stage runs once it is ready and every stage before it has run or
     is waiting for wheels. The 1.5B's tables come before its harness arms (its zero-shot folders use the 0.5B's
-    choice; the arms only add the default prompt beside it)."""
+    choice; the arms only add the default prompt beside it); the warm-started models' training-split folders (the
+    longest, and no choice reads them) after the speed benchmark."""
     has = lambda m: (work.path("models", m, "model.safetensors")).exists()  # noqa: E731
     chose = lambda: work.path("choice.json").exists()  # noqa: E731
     zero_shot_done = lambda m: folder_done(work.path("zero-shot", m, "train"), work.scaled([], N_ZERO_SHOT)[1])  # noqa: E731
@@ -271,6 +283,8 @@ def stages(work: Work) -> list[tuple[str, Callable[[], bool], Callable[[], int]]
         ("warm-qwen05", lambda: zero_shot_done("qwen05"), lambda: warm(work, "qwen05")),
         ("warm-qwen15", lambda: zero_shot_done("qwen15"), lambda: warm(work, "qwen15")),
         ("speed", lambda: any(map(has, MODELS)), lambda: speed(work)),
+        ("warm-train-qwen05", lambda: zero_shot_done("qwen05"), lambda: warm(work, "qwen05", ("train",))),
+        ("warm-train-qwen15", lambda: zero_shot_done("qwen15"), lambda: warm(work, "qwen15", ("train",))),
     ]
 
 
@@ -361,15 +375,49 @@ def pack(work: Work, out: Path) -> int:
     return 0 if len(parts) <= 7 else 3
 
 
+MODEL_PARTS_PER_CALL = 8  # a call brings 8 files back
+
+
+def pack_model(work: Work, model: str, out: Path, call: int, scratch: Path = Path("/tmp")) -> int:
+    """The warm-started model's LoRA adapter folder (warm/MODEL/model) as one tar, split into parts of <= 15 MiB;
+    call K writes parts 8K..8K+7 into OUT (the 1.5B's r-32 adapter: ~150 MB, two calls). Here the parts are joined
+    (`cat`) and carried to the next machine (`coder.sh`: ferry source carry/), so its warm stages start from it."""
+    import hashlib
+
+    folder = work.path("warm", model, "model")
+    if not (folder / "adapter_config.json").exists():
+        say(f"pack-model: {folder} holds no LoRA adapter (a full model does not come back: train it again)")
+        return 2
+    archive = scratch / f"warm-{model}-model.tar"
+    if not archive.exists():  # written once, whole, then renamed: every call splits the same bytes
+        partial = archive.with_suffix(f".tar.{os.getpid()}")
+        with tarfile.open(partial, "w") as tar:
+            tar.add(folder, arcname=str(folder.relative_to(work.root)))
+        partial.replace(archive)
+    data = archive.read_bytes()
+    parts = [data[i:i + PART_BYTES] for i in range(0, len(data), PART_BYTES)]
+    out.mkdir(parents=True, exist_ok=True)
+    first = call * MODEL_PARTS_PER_CALL
+    for i in range(first, min(first + MODEL_PARTS_PER_CALL, len(parts))):
+        (out / f"{archive.name}.part{i:02d}").write_bytes(parts[i])
+    calls = -(-len(parts) // MODEL_PARTS_PER_CALL)
+    say(f"pack-model: {archive.name} {len(data):,} bytes, sha256 {hashlib.sha256(data).hexdigest()}; parts "
+        f"{first}..{min(first + MODEL_PARTS_PER_CALL, len(parts)) - 1} of {len(parts)} in {out} (call {call} of "
+        f"0..{calls - 1})")
+    return 0 if first < len(parts) else 3
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m arc_experiments.coder", description=__doc__,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("verb", choices=("run", "pack", "slim", "list", "score-folder"))
+    parser.add_argument("verb", choices=("run", "pack", "pack-model", "slim", "list", "score-folder"))
     parser.add_argument("--work", type=Path, default=Path("/tmp/coder"))
     parser.add_argument("--wheels", type=Path, default=Path("/tmp/ferry-out/wheels"))
     parser.add_argument("--out", type=Path)
     parser.add_argument("--only", help="comma-separated stage names")
     parser.add_argument("--assemble", help="a command run while waiting for wheels (e.g. ferry.py assemble ...)")
+    parser.add_argument("--model", choices=tuple(MODELS), help="pack-model: whose warm-started adapter")
+    parser.add_argument("--call", type=int, default=0, help="pack-model: which call's 8 parts (0, 1, ...)")
     parser.add_argument("--smoke", action="store_true", help="a CPU rehearsal with the models already in WORK/models")
     parser.add_argument("--choice", type=Path, help="a committed choice.json (results/coder/choice.json): the 0.5B's "
                         "harness arms were measured already, the stages after them start at once")
@@ -381,8 +429,12 @@ def main(argv: list[str] | None = None) -> int:
     if args.verb == "list":
         print("\n".join(name for name, _, _ in stages(work)))
         return 0
-    if args.verb in ("pack", "slim") and args.out is None:
+    if args.verb in ("pack", "pack-model", "slim") and args.out is None:
         parser.error(f"{args.verb} needs --out")
+    if args.verb == "pack-model":
+        if args.model is None:
+            parser.error("pack-model needs --model")
+        return pack_model(work, args.model, args.out, args.call)
     if args.verb == "pack":
         return pack(work, args.out)
     if args.verb == "slim":  # here, on the records a machine's `pack` brought back (unpacked into --work)
