@@ -19,19 +19,18 @@ from __future__ import annotations
 
 import argparse
 import contextlib
-import io
 import json
 import os
 import shlex
 import signal
 import subprocess
 import sys
-import tarfile
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from arc_experiments.coder.packing import pack, pack_model
 from arc_experiments.coder.plan import (ARMS, EVAL, MODELS, N_HARNESS, N_ZERO_SHOT, ROOT, TRAIN,
                                         Arm, choose_arm, generate_argv, validation_ids)
 from arc_experiments.coder.scoring import (Scorer, generated_whole, say, score_folder_command, score_in_background,
@@ -335,78 +334,6 @@ def run_stages(work: Work, pending: list[tuple[str, Callable[[], bool], Callable
     return failures
 
 
-# --------------------------------------------------------------------------------------------------------------------
-# what comes back
-
-KEEP = ("metrics.json", "pass_at_k.json", "sampling.json", "per_attempt.jsonl", "completions.jsonl", "metrics.md",
-        "choice.json", "score_argv.json", "timeline.jsonl", "speed.json", "transcripts.jsonl", "arc_trl_import.json",
-        "trainer_state.json")
-PART_BYTES = 15 * 1024 * 1024
-
-
-def pack(work: Work, out: Path) -> int:
-    """WORK's records (no weights) in one tar.gz, split into parts of <= 15 MiB (at most 7: a call brings 8 files)."""
-    out.mkdir(parents=True, exist_ok=True)
-    archive = Path("/tmp/coder-records.tar.gz")
-    files = [p for p in sorted(work.root.rglob("*")) if p.is_file() and (p.name in KEEP or p.suffix == ".log")]
-    files.sort(key=lambda p: p.name == "completions.jsonl")  # the figures' files first: a cut archive keeps them
-    with tarfile.open(archive, "w:gz", compresslevel=6) as tar:
-        for path in files:
-            name = str(path.relative_to(work.root))
-            if path.name != "completions.jsonl":
-                tar.add(path, arcname=name)
-                continue
-            lines = []  # `messages` (the prompt again, and the turns) only where a SUBMIT ended the episode (the
-            for line in path.read_text().splitlines():  # solved ones among them: transcripts replay their turns)
-                with contextlib.suppress(ValueError):
-                    record = json.loads(line)
-                    if record.get("finish_reason") != "submitted":
-                        record.pop("messages", None)
-                    lines.append(json.dumps(record))
-            data = ("\n".join(lines) + "\n").encode()
-            info = tarfile.TarInfo(name)
-            info.size, info.mtime = len(data), int(time.time())
-            tar.addfile(info, io.BytesIO(data))
-    data = archive.read_bytes()
-    parts = [data[i:i + PART_BYTES] for i in range(0, len(data), PART_BYTES)]
-    for i, part in enumerate(parts[:7]):
-        (out / f"records.tar.gz.part{i:02d}").write_bytes(part)
-    say(f"packed {len(data):,} bytes in {len(parts)} part(s){' (over 7: the rest left out)' if len(parts) > 7 else ''}")
-    return 0 if len(parts) <= 7 else 3
-
-
-MODEL_PARTS_PER_CALL = 8  # a call brings 8 files back
-
-
-def pack_model(work: Work, model: str, out: Path, call: int, scratch: Path = Path("/tmp")) -> int:
-    """The warm-started model's LoRA adapter folder (warm/MODEL/model) as one tar, split into parts of <= 15 MiB;
-    call K writes parts 8K..8K+7 into OUT (the 1.5B's r-32 adapter: ~150 MB, two calls). Here the parts are joined
-    (`cat`) and carried to the next machine (`coder.sh`: ferry source carry/), so its warm stages start from it."""
-    import hashlib
-
-    folder = work.path("warm", model, "model")
-    if not (folder / "adapter_config.json").exists():
-        say(f"pack-model: {folder} holds no LoRA adapter (a full model does not come back: train it again)")
-        return 2
-    archive = scratch / f"warm-{model}-model.tar"
-    if not archive.exists():  # written once, whole, then renamed: every call splits the same bytes
-        partial = archive.with_suffix(f".tar.{os.getpid()}")
-        with tarfile.open(partial, "w") as tar:
-            tar.add(folder, arcname=str(folder.relative_to(work.root)))
-        partial.replace(archive)
-    data = archive.read_bytes()
-    parts = [data[i:i + PART_BYTES] for i in range(0, len(data), PART_BYTES)]
-    out.mkdir(parents=True, exist_ok=True)
-    first = call * MODEL_PARTS_PER_CALL
-    for i in range(first, min(first + MODEL_PARTS_PER_CALL, len(parts))):
-        (out / f"{archive.name}.part{i:02d}").write_bytes(parts[i])
-    calls = -(-len(parts) // MODEL_PARTS_PER_CALL)
-    say(f"pack-model: {archive.name} {len(data):,} bytes, sha256 {hashlib.sha256(data).hexdigest()}; parts "
-        f"{first}..{min(first + MODEL_PARTS_PER_CALL, len(parts)) - 1} of {len(parts)} in {out} (call {call} of "
-        f"0..{calls - 1})")
-    return 0 if first < len(parts) else 3
-
-
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m arc_experiments.coder", description=__doc__,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -434,9 +361,9 @@ def main(argv: list[str] | None = None) -> int:
     if args.verb == "pack-model":
         if args.model is None:
             parser.error("pack-model needs --model")
-        return pack_model(work, args.model, args.out, args.call)
+        return pack_model(work.root, args.model, args.out, args.call)
     if args.verb == "pack":
-        return pack(work, args.out)
+        return pack(work.root, args.out)
     if args.verb == "slim":  # here, on the records a machine's `pack` brought back (unpacked into --work)
         from arc_experiments.coder.records import slim
 

@@ -11,6 +11,7 @@ import time
 
 import pytest
 
+from arc_experiments.coder import packing
 from arc_experiments.coder import run as queue
 from arc_experiments.coder.scoring import Scorer, scorers_running, stop_scorers
 
@@ -102,17 +103,17 @@ def test_a_warm_adapter_comes_back_in_parts_that_join_into_its_folder(work, tmp_
     """pack-model: call K writes parts 8K..8K+7; joined here (`cat`), they unpack into warm/MODEL/model whole."""
     import tarfile
 
-    monkeypatch.setattr(queue, "PART_BYTES", 2000)
+    monkeypatch.setattr(packing, "PART_BYTES", 2000)
     model = work.path("warm", "qwen15", "model")
     model.mkdir(parents=True)
     weights = bytes(range(256)) * 40  # a 20,480-byte tar (headers, padding): 11 parts of 2,000 bytes, two calls
     (model / "adapter_model.safetensors").write_bytes(weights)
     (model / "adapter_config.json").write_text('{"r": 32}')
     out = tmp_path / "out"
-    assert queue.pack_model(work, "qwen15", out, 0, tmp_path) == 0
+    assert packing.pack_model(work.root, "qwen15", out, 0, tmp_path) == 0
     assert len(list(out.iterdir())) == 8
-    assert queue.pack_model(work, "qwen15", out, 1, tmp_path) == 0
-    assert queue.pack_model(work, "qwen15", out, 2, tmp_path) == 3  # nothing left: that call is one too many
+    assert packing.pack_model(work.root, "qwen15", out, 1, tmp_path) == 0
+    assert packing.pack_model(work.root, "qwen15", out, 2, tmp_path) == 3  # nothing left: that call is one too many
     parts = sorted(out.iterdir())
     assert [p.name[-2:] for p in parts] == [f"{i:02d}" for i in range(len(parts))] and len(parts) > 8
     joined = tmp_path / "joined.tar"
@@ -125,7 +126,7 @@ def test_a_warm_adapter_comes_back_in_parts_that_join_into_its_folder(work, tmp_
 def test_a_full_model_is_not_packed(work, tmp_path):
     (work.path("warm", "qwen05", "model")).mkdir(parents=True)
     (work.path("warm", "qwen05", "model", "config.json")).write_text("{}")
-    assert queue.pack_model(work, "qwen05", tmp_path / "out", 0, tmp_path) == 2
+    assert packing.pack_model(work.root, "qwen05", tmp_path / "out", 0, tmp_path) == 2
     assert not (tmp_path / "out").exists()
 
 
