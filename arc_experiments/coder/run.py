@@ -258,6 +258,8 @@ def warm(work: Work, model: str, splits: tuple[str, ...] = ("eval", "validation"
 def speed(work: Work) -> int:
     """benchmarks/eval_speed.py on the 0.5B, or on the 1.5B where only it was imported (the ratio is the harness's)."""
     model = next(m for m in MODELS if work.path("models", m, "model.safetensors").exists())
+    if scorers_running(work):  # their CPU is the sandbox's too: the figure says it was measured beside them
+        work.note(stage="speed", beside_scorers=[s.folder for s in work.scorers])
     smoke = ["--tasks", "2", "--n", "1", "--max-tokens", "32", "--enforce-eager", "--max-model-len", "4096",
              "--workers", "2"] if work.smoke else []
     return command(work, "speed", [sys.executable, str(ROOT / "benchmarks" / "eval_speed.py"), "--model",
@@ -271,7 +273,10 @@ def stages(work: Work) -> list[tuple[str, Callable[[], bool], Callable[[], int]]
     longest, and no choice reads them) after the speed benchmark."""
     has = lambda m: (work.path("models", m, "model.safetensors")).exists()  # noqa: E731
     chose = lambda: work.path("choice.json").exists()  # noqa: E731
-    zero_shot_done = lambda m: folder_done(work.path("zero-shot", m, "train"), work.scaled([], N_ZERO_SHOT)[1])  # noqa: E731
+
+    def warm_ready(m: str) -> bool:  # the model imported, its zero-shot training folder (maybe carried in) scored
+        return has(m) and folder_done(work.path("zero-shot", m, "train"), work.scaled([], N_ZERO_SHOT)[1])
+
     return [
         ("import-qwen05", lambda: has("qwen05") or wheels_ready(work, "qwen05"), lambda: import_model(work, "qwen05")),
         ("harness-qwen05", lambda: has("qwen05"), lambda: harness(work, "qwen05")),
@@ -279,11 +284,11 @@ def stages(work: Work) -> list[tuple[str, Callable[[], bool], Callable[[], int]]
         ("import-qwen15", lambda: has("qwen15") or wheels_ready(work, "qwen15"), lambda: import_model(work, "qwen15")),
         ("zero-shot-qwen15", lambda: has("qwen15") and chose(), lambda: zero_shot(work, "qwen15")),
         ("harness-qwen15", lambda: has("qwen15") and chose(), lambda: harness(work, "qwen15")),
-        ("warm-qwen05", lambda: zero_shot_done("qwen05"), lambda: warm(work, "qwen05")),
-        ("warm-qwen15", lambda: zero_shot_done("qwen15"), lambda: warm(work, "qwen15")),
+        ("warm-qwen05", lambda: warm_ready("qwen05"), lambda: warm(work, "qwen05")),
+        ("warm-qwen15", lambda: warm_ready("qwen15"), lambda: warm(work, "qwen15")),
         ("speed", lambda: any(map(has, MODELS)), lambda: speed(work)),
-        ("warm-train-qwen05", lambda: zero_shot_done("qwen05"), lambda: warm(work, "qwen05", ("train",))),
-        ("warm-train-qwen15", lambda: zero_shot_done("qwen15"), lambda: warm(work, "qwen15", ("train",))),
+        ("warm-train-qwen05", lambda: warm_ready("qwen05"), lambda: warm(work, "qwen05", ("train",))),
+        ("warm-train-qwen15", lambda: warm_ready("qwen15"), lambda: warm(work, "qwen15", ("train",))),
     ]
 
 

@@ -135,3 +135,17 @@ def test_the_warm_training_split_comes_after_the_speed_benchmark(work):
     names = [name for name, _, _ in queue.stages(work)]
     assert names.index("warm-qwen15") < names.index("speed") < names.index("warm-train-qwen15")
     assert names.index("warm-qwen05") < names.index("speed") < names.index("warm-train-qwen05")
+
+
+def test_a_warm_stage_waits_for_its_models_import(work):
+    """A carried-in zero-shot training folder makes the warm stages' transcripts possible, not their SFT: while the
+    model's wheels are still arriving, neither warm stage of that model is ready (it would fail without a model)."""
+    folder = work.path("zero-shot", "qwen15", "train")
+    folder.mkdir(parents=True)
+    (folder / "metrics.json").write_text(json.dumps({"n_attempts": 3200, "n_tasks": 400}))
+    (folder / "metrics.md").write_text("done\n")
+    ready = {name: is_ready for name, is_ready, _ in queue.stages(work)}
+    assert not ready["warm-qwen15"]() and not ready["warm-train-qwen15"]()
+    work.path("models", "qwen15").mkdir(parents=True)
+    work.path("models", "qwen15", "model.safetensors").write_bytes(b"")
+    assert ready["warm-qwen15"]() and ready["warm-train-qwen15"]()
