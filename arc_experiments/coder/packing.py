@@ -1,5 +1,6 @@
-"""What comes back from a GPU machine through calls that return 8 files of <= 16 MiB: the work folder's records
-(no weights) as one tar.gz in parts, and a warm-started LoRA adapter in parts over as many calls as it needs."""
+"""What comes back from a GPU machine through calls that return at most 8 files of <= 16 MiB, 64 MiB together (four
+parts of 15 MiB): the work folder's records (no weights) as one tar.gz in parts, and a warm-started LoRA adapter in
+parts over as many calls as it needs."""
 
 from __future__ import annotations
 
@@ -18,10 +19,11 @@ KEEP = ("metrics.json", "pass_at_k.json", "sampling.json", "per_attempt.jsonl", 
         "choice.json", "score_argv.json", "timeline.jsonl", "speed.json", "transcripts.jsonl", "arc_trl_import.json",
         "trainer_state.json")
 PART_BYTES = 15 * 1024 * 1024
+PARTS_PER_CALL = 4  # 64 MiB a call, all files together (the device's limit; measured: a fifth part was left out)
 
 
 def pack(root: Path, out: Path) -> int:
-    """ROOT's records (no weights) in one tar.gz, split into parts of <= 15 MiB (at most 7: a call brings 8 files)."""
+    """ROOT's records (no weights) in one tar.gz, split into parts of <= 15 MiB (at most PARTS_PER_CALL)."""
     out.mkdir(parents=True, exist_ok=True)
     archive = Path("/tmp/coder-records.tar.gz")
     files = [p for p in sorted(root.rglob("*")) if p.is_file() and (p.name in KEEP or p.suffix == ".log")]
@@ -45,19 +47,18 @@ def pack(root: Path, out: Path) -> int:
             tar.addfile(info, io.BytesIO(data))
     data = archive.read_bytes()
     parts = [data[i:i + PART_BYTES] for i in range(0, len(data), PART_BYTES)]
-    for i, part in enumerate(parts[:7]):
+    for i, part in enumerate(parts[:PARTS_PER_CALL]):
         (out / f"records.tar.gz.part{i:02d}").write_bytes(part)
-    say(f"packed {len(data):,} bytes in {len(parts)} part(s){' (over 7: the rest left out)' if len(parts) > 7 else ''}")
-    return 0 if len(parts) <= 7 else 3
-
-
-MODEL_PARTS_PER_CALL = 8  # a call brings 8 files back
+    over = len(parts) > PARTS_PER_CALL
+    say(f"packed {len(data):,} bytes in {len(parts)} part(s)" + (f" (over {PARTS_PER_CALL}: the rest left out)" * over))
+    return 3 if over else 0
 
 
 def pack_model(root: Path, model: str, out: Path, call: int, scratch: Path = Path("/tmp")) -> int:
     """The warm-started model's LoRA adapter folder (warm/MODEL/model) as one tar, split into parts of <= 15 MiB;
-    call K writes parts 8K..8K+7 into OUT (the 1.5B's r-32 adapter: ~150 MB, two calls). Here the parts are joined
-    (`cat`) and carried to the next machine (`coder.sh`: ferry source carry/), so its warm stages start from it."""
+    call K writes parts 4K..4K+3 into OUT (the 1.5B's r-32 adapter: 159 MB, 11 parts, three calls). Here the parts
+    are joined (`cat`) and carried to the next machine (`coder.sh`: ferry source carry/), so its warm stages start
+    from it."""
     folder = root / "warm" / model / "model"
     if not (folder / "adapter_config.json").exists():
         say(f"pack-model: {folder} holds no LoRA adapter (a full model does not come back: train it again)")
@@ -71,11 +72,11 @@ def pack_model(root: Path, model: str, out: Path, call: int, scratch: Path = Pat
     data = archive.read_bytes()
     parts = [data[i:i + PART_BYTES] for i in range(0, len(data), PART_BYTES)]
     out.mkdir(parents=True, exist_ok=True)
-    first = call * MODEL_PARTS_PER_CALL
-    for i in range(first, min(first + MODEL_PARTS_PER_CALL, len(parts))):
+    first = call * PARTS_PER_CALL
+    for i in range(first, min(first + PARTS_PER_CALL, len(parts))):
         (out / f"{archive.name}.part{i:02d}").write_bytes(parts[i])
-    calls = -(-len(parts) // MODEL_PARTS_PER_CALL)
+    calls = -(-len(parts) // PARTS_PER_CALL)
     say(f"pack-model: {archive.name} {len(data):,} bytes, sha256 {hashlib.sha256(data).hexdigest()}; parts "
-        f"{first}..{min(first + MODEL_PARTS_PER_CALL, len(parts)) - 1} of {len(parts)} in {out} (call {call} of "
+        f"{first}..{min(first + PARTS_PER_CALL, len(parts)) - 1} of {len(parts)} in {out} (call {call} of "
         f"0..{calls - 1})")
     return 0 if first < len(parts) else 3

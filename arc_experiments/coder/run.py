@@ -349,7 +349,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--only", help="comma-separated stage names")
     parser.add_argument("--assemble", help="a command run while waiting for wheels (e.g. ferry.py assemble ...)")
     parser.add_argument("--model", choices=tuple(MODELS), help="pack-model: whose warm-started adapter")
-    parser.add_argument("--call", type=int, default=0, help="pack-model: which call's 8 parts (0, 1, ...)")
+    parser.add_argument("--call", type=int, default=0, help="pack-model: which call's 4 parts (0, 1, ...)")
     parser.add_argument("--smoke", action="store_true", help="a CPU rehearsal with the models already in WORK/models")
     parser.add_argument("--choice", type=Path, help="a committed choice.json (results/coder/choice.json): the 0.5B's "
                         "harness arms were measured already, the stages after them start at once")

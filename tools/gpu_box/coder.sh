@@ -13,8 +13,8 @@
 #                 earlier machine generated, e.g. the 1.5B's zero-shot train folder that its warm start reads) are
 #                 unpacked into the work folder first
 #     status:     the queue's progress lines and the GPU's memory
-#     collect:    the records (no weights) packed into $OUT (<= 7 parts of 15 MiB) and the queue's log
-#     collect-model $OUT MODEL K: call K's 8 parts of the warm-started MODEL's LoRA adapter (python -m
+#     collect:    the records (no weights) packed into $OUT (<= 4 parts of 15 MiB) and the queue's log
+#     collect-model $OUT MODEL K: call K's 4 parts of the warm-started MODEL's LoRA adapter (python -m
 #                 arc_experiments.coder pack-model); here `cat warm-MODEL-model.tar.part* > CARRY_DIR/warm-MODEL-model.tar`
 # Make the calls back to back: an idle machine is taken back ~30 s after a call ends, and the queue with it.
 set -uo pipefail
