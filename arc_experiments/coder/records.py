@@ -176,6 +176,15 @@ def paired_difference(a: Path, b: Path, key: str) -> dict[str, Any]:
     return {"tasks": len(diffs), "mean": round(mean, 6), "ci95": [round(mean - half, 6), round(mean + half, 6)]}
 
 
+def solved_overlap(a: Path, b: Path) -> dict[str, int]:
+    """Tasks solved (any attempt passed) by folder a alone, by b alone, by both."""
+    def solved(folder: Path) -> set[str]:
+        return {row["task_id"] for row in read_slim(folder) if row.get("passed")}
+
+    left, right = solved(a), solved(b)
+    return {"first_only": len(left - right), "second_only": len(right - left), "both": len(left & right)}
+
+
 def summary(root: Path) -> dict[str, Any]:
     """results/coder_summary.json from results/coder/ (see the module docstring)."""
     base = root / "results" / "coder"
@@ -192,6 +201,11 @@ def summary(root: Path) -> dict[str, Any]:
         str(warm.relative_to(base)): {key: paired_difference(zero, warm, key) for key in ("valid_outputs", "passed")}
         for warm in sorted(base.glob("warm/*/*")) if (warm / "per_attempt.jsonl.gz").exists()
         for zero in [base / "zero-shot" / warm.parent.name / warm.name] if (zero / "per_attempt.jsonl.gz").exists()}
+    out["qwen15_vs_qwen05"] = {  # the 1.5B minus the 0.5B, both warm-started, paired by task: the OPD issue's gap
+        str(big.relative_to(base)): {"solved_tasks": solved_overlap(small, big),
+                                     **{key: paired_difference(small, big, key) for key in ("valid_outputs", "passed")}}
+        for big in sorted(base.glob("warm/qwen15/*")) if (big / "per_attempt.jsonl.gz").exists()
+        for small in [base / "warm" / "qwen05" / big.name] if (small / "per_attempt.jsonl.gz").exists()}
     for name in ("choice.json", "speed.json"):
         if (base / name).exists():
             out[name.removesuffix(".json")] = json.loads((base / name).read_text())

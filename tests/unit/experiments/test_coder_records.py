@@ -107,3 +107,21 @@ def test_each_machines_timeline_is_kept_when_the_next_ones_records_are_slimmed(w
         (work / "timeline.jsonl").unlink()
     assert [json.loads(x)["stage"] for x in (out / "timeline.jsonl").read_text().splitlines()] == [
         "harness-qwen05", "zero-shot-qwen05"]
+
+
+def test_solved_tasks_of_two_folders_are_counted_alone_and_together(tmp_path):
+    """The 1.5B-vs-0.5B gap names tasks, not attempts: a task counts once however many of its attempts passed."""
+    import gzip
+
+    from arc_experiments.coder.records import solved_overlap
+
+    def folder(name, rows):
+        path = tmp_path / name
+        path.mkdir()
+        with gzip.open(path / "per_attempt.jsonl.gz", "wt") as f:
+            f.writelines(json.dumps({"task_id": t, "passed": p}) + "\n" for t, p in rows)
+        return path
+
+    small = folder("small", [("t1", True), ("t1", True), ("t2", True), ("t3", False)])
+    big = folder("big", [("t1", False), ("t1", True), ("t3", True), ("t3", True), ("t4", True), ("t5", False)])
+    assert solved_overlap(small, big) == {"first_only": 1, "second_only": 2, "both": 1}
