@@ -5,7 +5,7 @@ export VLLM_CPU_KVCACHE_SPACE ?= 1
 export TOKENIZERS_PARALLELISM ?= false
 export WANDB_MODE ?= offline
 
-.PHONY: setup browser demo demo-learning test test-fast lint
+.PHONY: setup browser demo demo-learning test test-fast test-integration test-slow lint
 
 setup:
 	@bash scripts/setup_env.sh
@@ -32,13 +32,25 @@ demo: setup
 demo-learning: setup
 	$(PY) -m arc_experiments.learning --fresh --ablation
 
-# The whole suite (CI's command): unit tests, then the integration tests that train, sample and serve on CPU.
-test: setup browser
-	$(PY) -m pytest -q tests --durations=40
+# Two workers, each taking a whole file (its module fixtures and engines built once), longest file first
+# (tests/file_order.py, tests/durations.json). TEST_WORKERS=1 runs the suite in one process.
+TEST_WORKERS ?= 2
+PYTEST := $(PY) -m pytest -q -n $(TEST_WORKERS) --dist loadfile --no-loadscope-reorder
 
-# The edit loop: the unit tests alone (tests/unit, ~1.5 min on 2 cores).
+# The whole suite (CI's command): the unit tests and the integration tests that train, sample and serve on CPU.
+test: setup browser
+	$(PYTEST) tests --durations=40
+
+# The lanes (markers in pyproject.toml): the edit loop (tests/unit), the integration tests but the slow ones, the
+# slow ones (the learning run, the README's quick start, the collapse runs: `slow`).
 test-fast: setup
-	$(PY) -m pytest -q tests/unit
+	$(PYTEST) tests/unit
+
+test-integration: setup
+	$(PYTEST) tests/integration -m "not slow" --durations=20
+
+test-slow: setup
+	$(PYTEST) tests -m slow --durations=20
 
 lint: setup
 	$(VENV)/bin/ruff check arc_trl arc_experiments scripts tests benchmarks

@@ -13,6 +13,7 @@ os.environ.setdefault("TRL_EXPERIMENTAL_SILENCE", "1")  # rollout_func is "exper
 os.environ.setdefault("VLLM_CPU_KVCACHE_SPACE", "1")  # GiB of KV cache per CPU engine
 
 from arc_trl.data.task import ArcTask, Pair
+from file_order import pytest_collection_modifyitems, pytest_runtest_logreport, pytest_sessionfinish  # noqa: F401
 
 
 @pytest.fixture(scope="session")

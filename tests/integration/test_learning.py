@@ -35,8 +35,11 @@ def test_grpo_with_teacher_raises_reward(tiny_model_dir, tmp_path, monkeypatch):
 
     from arc_trl.train_entry import main as train
 
-    threads = torch.get_num_threads()  # conftest pins 1 thread for the parallel tests; this one may use every core
-    torch.set_num_threads(max(1, os.cpu_count() or 1))
+    # conftest pins 1 thread; this one may use the cores no other worker runs on (`make test`: 2 workers on 2 cores,
+    # so 1 thread: with 2 it competed with the other worker and took 633 s, with 1 it took 256 s, on the same VM)
+    threads = torch.get_num_threads()
+    workers = int(os.environ.get("PYTEST_XDIST_WORKER_COUNT", "1"))
+    torch.set_num_threads(max(1, (os.cpu_count() or 1) // workers))
     try:
         _run(tiny_model_dir, tmp_path, monkeypatch, train)
     finally:
