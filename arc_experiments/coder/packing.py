@@ -22,6 +22,11 @@ PART_BYTES = 15 * 1024 * 1024
 PARTS_PER_CALL = 4  # 64 MiB a call, all files together (the device's limit; measured: a fifth part was left out)
 
 
+def split(data: bytes) -> list[bytes]:
+    """`data` in parts of PART_BYTES (the last one shorter); `cat` joins them back."""
+    return [data[i:i + PART_BYTES] for i in range(0, len(data), PART_BYTES)]
+
+
 def pack(root: Path, out: Path) -> int:
     """ROOT's records (no weights) in one tar.gz, split into parts of <= 15 MiB (at most PARTS_PER_CALL)."""
     out.mkdir(parents=True, exist_ok=True)
@@ -46,7 +51,7 @@ def pack(root: Path, out: Path) -> int:
             info.size, info.mtime = len(data), int(time.time())
             tar.addfile(info, io.BytesIO(data))
     data = archive.read_bytes()
-    parts = [data[i:i + PART_BYTES] for i in range(0, len(data), PART_BYTES)]
+    parts = split(data)
     for i, part in enumerate(parts[:PARTS_PER_CALL]):
         (out / f"records.tar.gz.part{i:02d}").write_bytes(part)
     over = len(parts) > PARTS_PER_CALL
@@ -70,7 +75,7 @@ def pack_model(root: Path, model: str, out: Path, call: int, scratch: Path = Pat
             tar.add(folder, arcname=str(folder.relative_to(root)))
         partial.replace(archive)
     data = archive.read_bytes()
-    parts = [data[i:i + PART_BYTES] for i in range(0, len(data), PART_BYTES)]
+    parts = split(data)
     out.mkdir(parents=True, exist_ok=True)
     first = call * PARTS_PER_CALL
     for i in range(first, min(first + PARTS_PER_CALL, len(parts))):

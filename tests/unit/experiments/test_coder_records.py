@@ -74,20 +74,23 @@ def test_the_choice_rule_and_the_validation_tasks_are_fixed():
     assert choose_arm(metrics) == "coder-spaced"
 
 
-def test_a_paired_difference_is_over_the_tasks_both_folders_attempted(tmp_path):
+def slim_folder(path, key: str, rows: list[tuple[str, bool]]):
+    """A committed folder's per_attempt.jsonl.gz with one field per attempt: (task_id, value) rows."""
     import gzip
 
+    path.mkdir()
+    with gzip.open(path / "per_attempt.jsonl.gz", "wt") as f:
+        f.writelines(json.dumps({"task_id": t, key: v}) + "\n" for t, v in rows)
+    return path
+
+
+def test_a_paired_difference_is_over_the_tasks_both_folders_attempted(tmp_path):
     from arc_experiments.coder.records import paired_difference
 
-    def folder(name, rows):
-        path = tmp_path / name
-        path.mkdir()
-        with gzip.open(path / "per_attempt.jsonl.gz", "wt") as f:
-            f.writelines(json.dumps({"task_id": t, "valid_outputs": v}) + "\n" for t, v in rows)
-        return path
-
-    a = folder("a", [("t1", False), ("t1", False), ("t2", True), ("t2", False), ("t3", True)])
-    b = folder("b", [("t1", True), ("t1", False), ("t2", True), ("t2", True), ("t4", True)])
+    a = slim_folder(tmp_path / "a", "valid_outputs", [("t1", False), ("t1", False), ("t2", True), ("t2", False),
+                                                      ("t3", True)])
+    b = slim_folder(tmp_path / "b", "valid_outputs", [("t1", True), ("t1", False), ("t2", True), ("t2", True),
+                                                      ("t4", True)])
     figures = paired_difference(a, b, "valid_outputs")
     # t1: 0.5 - 0, t2: 1 - 0.5 (t3, t4 unpaired): mean 0.5, standard deviation 0: the interval is the point
     assert figures == {"tasks": 2, "mean": 0.5, "ci95": [0.5, 0.5]}
@@ -111,17 +114,9 @@ def test_each_machines_timeline_is_kept_when_the_next_ones_records_are_slimmed(w
 
 def test_solved_tasks_of_two_folders_are_counted_alone_and_together(tmp_path):
     """The 1.5B-vs-0.5B gap names tasks, not attempts: a task counts once however many of its attempts passed."""
-    import gzip
-
     from arc_experiments.coder.records import solved_overlap
 
-    def folder(name, rows):
-        path = tmp_path / name
-        path.mkdir()
-        with gzip.open(path / "per_attempt.jsonl.gz", "wt") as f:
-            f.writelines(json.dumps({"task_id": t, "passed": p}) + "\n" for t, p in rows)
-        return path
-
-    small = folder("small", [("t1", True), ("t1", True), ("t2", True), ("t3", False)])
-    big = folder("big", [("t1", False), ("t1", True), ("t3", True), ("t3", True), ("t4", True), ("t5", False)])
+    small = slim_folder(tmp_path / "small", "passed", [("t1", True), ("t1", True), ("t2", True), ("t3", False)])
+    big = slim_folder(tmp_path / "big", "passed", [("t1", False), ("t1", True), ("t3", True), ("t3", True),
+                                                   ("t4", True), ("t5", False)])
     assert solved_overlap(small, big) == {"first_only": 1, "second_only": 2, "both": 1}
