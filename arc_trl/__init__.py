@@ -15,7 +15,7 @@ __version__ = "0.1.0"
 
 # public name -> module that defines it
 _EXPORTS: dict[str, str] = {
-    "ArcConfig": "arc_trl.config",
+    "ArcConfig": "arc_trl.config.arc_config",
     "ArcGRPOTrainer": "arc_trl.trainer",
     "ArcTask": "arc_trl.data",
     "load_tasks": "arc_trl.tasks",
@@ -39,7 +39,7 @@ __all__ = [  # the same names as _EXPORTS (a literal list, so linters and IDEs s
 
 if TYPE_CHECKING:
     from arc_trl.chat_template import resolve_chat_template
-    from arc_trl.config import ArcConfig
+    from arc_trl.config.arc_config import ArcConfig
     from arc_trl.data import ArcTask, build_dataset, load_template, save_tasks_folder
     from arc_trl.sandbox import SandboxPool
     from arc_trl.synthetic import generate_curriculum, load_synthetic

@@ -10,7 +10,7 @@ ships the plain ChatML template below.
 
 from __future__ import annotations
 
-from arc_trl import defaults
+from arc_trl.config import defaults
 
 # Plain ChatML, prefix-stable. `{% generation %}` marks assistant tokens for SFT's assistant-only loss.
 CHATML_TEMPLATE = (

@@ -20,8 +20,8 @@ from trl import GRPOConfig, ModelConfig, TrlParser
 
 from arc_trl.config import ArcConfig
 from arc_trl.run_summary import format_outcome, format_step_budget, summarise  # noqa: F401  (their old home)
-from arc_trl.config_types import value_type_problems
-from arc_trl.script_args import ArcScriptArguments
+from arc_trl.config.type_checks import value_type_problems
+from arc_trl.config.script_args import ArcScriptArguments
 
 CONFIG_CLASSES = (ArcScriptArguments, ArcConfig, GRPOConfig, ModelConfig)  # the order parse_config returns them in
 
@@ -130,7 +130,7 @@ def quoted_numbers(config: dict) -> list[str]:
     argparse would convert `max_turns: "2"` silently, as it does a command-line flag."""
     import typing
 
-    from arc_trl.config_types import accepts, type_name
+    from arc_trl.config.type_checks import accepts, type_name
 
     problems = []
     for cls in CONFIG_CLASSES[:2]:

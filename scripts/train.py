@@ -4,7 +4,7 @@
     arc-trl train --config configs/tiny-cpu.yaml --check_config true   # one process; validate + print, no training
 
 The YAML file is one flat mapping of `trl.GRPOConfig`, `trl.ModelConfig`, `arc_trl.config.ArcConfig` and
-`arc_trl.script_args.ArcScriptArguments` keys; command-line flags override it. `--help` lists every key.
+`arc_trl.config.script_args.ArcScriptArguments` keys; command-line flags override it. `--help` lists every key.
 `--resume_from_checkpoint auto` resumes from the latest checkpoint in output_dir.
 """
 

@@ -14,7 +14,7 @@ import sys
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from arc_trl import defaults
+from arc_trl.config import defaults
 
 
 @dataclass

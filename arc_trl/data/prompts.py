@@ -22,7 +22,7 @@ from dataclasses import dataclass, fields, replace
 from pathlib import Path
 from typing import Any, Literal
 
-from arc_trl import defaults
+from arc_trl.config import defaults
 from arc_trl.data.grid_format import GRID_FORMATS, format_grid, grid_shape
 from arc_trl.data.task import ArcTask
 

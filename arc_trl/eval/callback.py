@@ -28,7 +28,7 @@ from typing import Any
 
 from transformers import Trainer, TrainerCallback
 
-from arc_trl import defaults
+from arc_trl.config import defaults
 from arc_trl.data.task import ArcTask
 
 EVAL_PREFIX = "eval_arc/"

@@ -46,7 +46,7 @@ from typing import Any
 from arc_trl.data.task import ArcTask
 from arc_trl.eval.attempts_file import COMPLETIONS_FILE, Job, episode_record, plan_jobs, read_completions_file
 from arc_trl.eval.generation_backends import BACKENDS, build_generator, eos_token_ids, load_tokenizer
-from arc_trl import defaults
+from arc_trl.config import defaults
 from arc_trl.eval.generation_settings import (
     AGENT_MODES,
     CONFIGURABLE,
@@ -339,7 +339,7 @@ def add_generate_arguments(parser: argparse.ArgumentParser) -> argparse.Argument
     """Options left at None take their value from --train-config, else the default shown (`CONFIGURABLE`)."""
     p = parser.add_argument
 
-    def d(option: str) -> Any:  # the built-in default of an option left at None (written once: arc_trl.defaults)
+    def d(option: str) -> Any:  # the built-in default of an option left at None (written once: arc_trl.config.defaults)
         return CONFIGURABLE[option][1]
 
     p("--model", default=None, help="model folder or hub id (the base model when --adapter is given)")

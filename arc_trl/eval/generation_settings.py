@@ -16,7 +16,7 @@ import os
 from pathlib import Path
 from typing import Any
 
-from arc_trl import defaults
+from arc_trl.config import defaults
 from arc_trl.rollout.settings import AGENT_MODES
 
 SAMPLING_FILE = "sampling.json"
@@ -27,8 +27,8 @@ MATCHED_SETTINGS = (
     "prompt_template_sha256", "chat_template", "chat_template_sha256", "chat_template_kwargs", "sandbox_timeout_s",
     "sandbox_memory_mb", "sandbox_max_output_chars", "privileged", "check_transform",
 )
-# option -> (training config key, built-in default: the training one, arc_trl.defaults). Precedence: command line,
-# then --train-config, then default.
+# option -> (training config key, built-in default: the training one, arc_trl.config.defaults). Precedence: command
+# line, then --train-config, then default.
 CONFIGURABLE: dict[str, tuple[str, Any]] = {
     "model": ("model_name_or_path", None),
     "dtype": ("dtype", "auto"),

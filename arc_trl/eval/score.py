@@ -53,7 +53,7 @@ from pathlib import Path
 from statistics import fmean
 from typing import Any
 
-from arc_trl import defaults
+from arc_trl.config import defaults
 from arc_trl.data.augment import Augmentation
 from arc_trl.data.task import ArcTask, Grid, normalize_grid
 from arc_trl.eval.score_input import (

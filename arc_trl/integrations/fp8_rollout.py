@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import logging
 
-from arc_trl.warn_once import warn_once
+from arc_trl.config.warn_once import warn_once
 
 logger = logging.getLogger(__name__)
 

@@ -335,7 +335,7 @@ def server_engines(client) -> int:
 
 def request_timeout_s(trainer) -> float:
     """The deadline of each request to the trainer's vLLM server (`ArcConfig.vllm_request_timeout_s`)."""
-    from arc_trl import defaults
+    from arc_trl.config import defaults
 
     arc = getattr(trainer, "arc_config", None)
     return float(getattr(arc, "vllm_request_timeout_s", defaults.VLLM_REQUEST_TIMEOUT_S))

@@ -1,5 +1,5 @@
 """The keys of a training YAML that say how a run is laid out on GPUs. They are fields of `ArcScriptArguments`
-(arc_trl/script_args.py: `arc-trl train` accepts and ignores them); `arc-trl serve` and the HTCondor resource
+(arc_trl/config/script_args.py: `arc-trl train` accepts and ignores them); `arc-trl serve` and the HTCondor resource
 defaults read them from the YAML, where a missing key takes the default below (the same as the field's).
 
 GPU split of one job, assigned in this order from the GPUs the job sees (CUDA_VISIBLE_DEVICES):

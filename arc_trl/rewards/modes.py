@@ -24,7 +24,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from arc_trl import defaults
+from arc_trl.config import defaults
 from arc_trl.data.task import ArcTask, Grid, is_valid_grid
 from arc_trl.rewards.outcome import AttemptOutcome
 from arc_trl.rewards.scoring import exact_match, pixel_accuracy

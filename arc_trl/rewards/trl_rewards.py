@@ -18,7 +18,7 @@ import logging
 from collections.abc import Callable
 from typing import Any
 
-from arc_trl import defaults
+from arc_trl.config import defaults
 from arc_trl.data.task import ArcTask
 from arc_trl.rewards.modes import (
     AGENT_MODES,

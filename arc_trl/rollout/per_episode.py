@@ -35,7 +35,7 @@ from arc_trl.rollout.turns import (
     open_sessions,
     turn_token_cap,
 )
-from arc_trl.warn_once import warn_once
+from arc_trl.config.warn_once import warn_once
 
 logger = logging.getLogger(__name__)
 

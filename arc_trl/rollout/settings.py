@@ -1,6 +1,6 @@
 """The settings of a rollout (`RolloutSettings`) and the choices an episode's settings take.
 
-Their defaults are written once, in `arc_trl.defaults`, which `arc_trl.config.ArcConfig` (training) and `arc-trl
+Their defaults are written once, in `arc_trl.config.defaults`, which `arc_trl.config.ArcConfig` (training) and `arc-trl
 evaluate generate` (`arc_trl.eval.generation_settings`) read too. This module imports nothing of arc_trl but that, so
 the config can read it without pulling in the rollout (`arc_trl/rollout/__init__.py` loads lazily).
 """
@@ -9,9 +9,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from arc_trl import defaults
+from arc_trl.config import defaults
 
-AGENT_MODES = defaults.AGENT_MODES  # the one list (arc_trl.defaults)
+AGENT_MODES = defaults.AGENT_MODES  # the one list (arc_trl.config.defaults)
 SCHEDULING = ("lockstep", "per_episode")  # see arc_trl.rollout.arc_rollout.run_episodes
 
 

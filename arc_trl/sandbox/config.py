@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from arc_trl import defaults
+from arc_trl.config import defaults
 
 
 @dataclass(frozen=True)

@@ -17,7 +17,7 @@ import weakref
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any, Self
 
-from arc_trl import defaults
+from arc_trl.config import defaults
 from arc_trl.data.task import ArcTask
 from arc_trl.sandbox.config import SandboxConfig
 from arc_trl.sandbox.forkserver import ForkServer

@@ -107,7 +107,7 @@ def test_the_trainers_clients_take_vllm_request_timeout_s(server, monkeypatch):
 
 def test_vllm_request_timeout_s_must_be_positive_and_is_read_in_server_mode_only(caplog):
     from arc_trl.config import ArcConfig
-    from arc_trl.ineffective_keys import ineffective_keys
+    from arc_trl.config.ineffective_keys import ineffective_keys
 
     with pytest.raises(ValueError, match="vllm_request_timeout_s must be > 0"):
         ArcConfig(vllm_request_timeout_s=0)

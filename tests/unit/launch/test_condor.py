@@ -316,7 +316,7 @@ def test_plan_defaults_match_trl():
     from arc_trl.config import ArcConfig
     from arc_trl.launch.launch_config import LAUNCH_DEFAULTS, known_config_keys
     from arc_trl.launch.server_plan import DEFAULT_SEED, DEFAULT_VLLM_SERVER_PORT
-    from arc_trl.script_args import ArcScriptArguments
+    from arc_trl.config.script_args import ArcScriptArguments
 
     grpo = {f.name: f.default for f in GRPOConfig.__dataclass_fields__.values()}
     assert grpo["vllm_server_port"] == DEFAULT_VLLM_SERVER_PORT and grpo["vllm_mode"] == "colocate"

@@ -10,7 +10,7 @@ from types import SimpleNamespace
 import pytest
 import yaml
 
-from arc_trl import ineffective_keys
+from arc_trl.config import ineffective_keys
 from arc_trl.config import ArcConfig
 from arc_trl.launch.sweep import TOP_LEVEL_KEYS, expand_sweep, load_sweep
 from arc_trl.train_entry import known_keys, parse_config
@@ -21,7 +21,7 @@ RULE_KEYS = tuple(key for rule in ineffective_keys.RULES for key in rule.keys)
 
 @pytest.fixture(autouse=True)
 def fresh_process(monkeypatch, caplog):
-    from arc_trl import warn_once
+    from arc_trl.config import warn_once
 
     monkeypatch.setattr(warn_once, "said", set())  # as in a new process
     caplog.set_level(logging.WARNING, logger=ineffective_keys.__name__)

@@ -1,5 +1,5 @@
-"""Every default that several places use is written once (`arc_trl/defaults.py`), and each place has that value: an
-episode in training (`ArcConfig`), in the rollout, in SFT and in `arc-trl evaluate generate` / `score` gets the same
+"""Every default that several places use is written once (`arc_trl/config/defaults.py`), and each place has that value:
+an episode in training (`ArcConfig`), in the rollout, in SFT and in `arc-trl evaluate generate` / `score` gets the same
 limits, the sandbox's own defaults (`SandboxConfig`, what `arc-trl sft` and `score` run with) included, and the docs'
 default tables say the same. `max_output_chars` once was 8000 in `SandboxConfig` and 2000 in `ArcConfig` and
 `generate`: SFT reference episodes and scoring replays kept four times the output the trained model is shown."""
@@ -15,8 +15,8 @@ from pathlib import Path
 
 import pytest
 
-from arc_trl import config as config_module
-from arc_trl import defaults
+from arc_trl.config import arc_config as config_module
+from arc_trl.config import defaults
 from arc_trl.cli.sft import SftArguments
 from arc_trl.config import ArcConfig
 from arc_trl.eval.generate import add_generate_arguments
@@ -26,7 +26,7 @@ from arc_trl.data import prompts as prompts_module
 from arc_trl.rewards import modes as reward_modes
 from arc_trl.rollout import settings as rollout_settings
 from arc_trl.rollout.settings import RolloutSettings
-from arc_trl.script_args import ArcScriptArguments
+from arc_trl.config.script_args import ArcScriptArguments
 from arc_trl.sandbox.config import SandboxConfig
 from arc_trl.sandbox.pool import SandboxPool
 

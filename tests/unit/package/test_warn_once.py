@@ -2,7 +2,7 @@ import logging
 
 
 def test_a_message_is_logged_once_a_process_per_logger(monkeypatch, caplog):
-    from arc_trl import warn_once as module
+    from arc_trl.config import warn_once as module
     from arc_trl.rollout.per_episode import warn_lockstep_fallback
 
     monkeypatch.setattr(module, "said", set())

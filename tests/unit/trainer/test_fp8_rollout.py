@@ -170,7 +170,7 @@ def test_fp8_under_a_sequence_level_is_ratio_warns_once_and_token_level_or_bf16_
     import logging
     from types import SimpleNamespace
 
-    from arc_trl import warn_once
+    from arc_trl.config import warn_once
     from arc_trl.integrations import fp8_rollout
     from arc_trl.config import ArcConfig
 

@@ -12,7 +12,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from arc_trl.warn_once import warn_once
+from arc_trl.config.warn_once import warn_once
 
 logger = logging.getLogger(__name__)
 

@@ -12,8 +12,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from arc_trl import defaults
-from arc_trl.config_types import field_type_problems
+from arc_trl.config import defaults
+from arc_trl.config.type_checks import field_type_problems
 
 
 @dataclass

@@ -4,7 +4,7 @@ evaluation, collapse guard, debugging.
 The trainer honours every key itself (`ArcGRPOTrainer(..., arc_config=...)` attaches the evaluation callback and the
 collapse guard, and its `train()` stops or rolls back), so a Python caller and `arc-trl train` get the same run. The
 keys only a script reads (which tasks, tokenizer and model loading, the GPU layout) are `ArcScriptArguments`
-(arc_trl/script_args.py). Both sit next to TRL's `GRPOConfig` and `ModelConfig` in one flat YAML file parsed by
+(arc_trl/config/script_args.py). Both sit next to TRL's `GRPOConfig` and `ModelConfig` in one flat YAML file parsed by
 `trl.TrlParser`, so every key below is a top-level YAML key and a `--flag` on the command line (CLI overrides YAML).
 """
 
@@ -16,11 +16,11 @@ from typing import TYPE_CHECKING
 if TYPE_CHECKING:
     from arc_trl.sandbox.config import SandboxConfig
 
-from arc_trl import defaults
+from arc_trl.config import defaults
 from arc_trl.integrations.colocated_engine import kv_cache_memory_kwargs
-from arc_trl.config_types import field_type_problems
+from arc_trl.config.type_checks import field_type_problems
 from arc_trl.integrations.fp8_rollout import check_choices, warn_sequence_is
-from arc_trl.ineffective_keys import warn_ineffective_keys
+from arc_trl.config.ineffective_keys import warn_ineffective_keys
 from arc_trl.rewards.modes import REWARD_MODES  # the registry of reward modes: its names
 from arc_trl.rollout.settings import AGENT_MODES
 from arc_trl.rollout.settings import SCHEDULING as ROLLOUT_SCHEDULING
@@ -345,7 +345,7 @@ class ArcConfig:
 
     def check_with(self, args) -> None:
         """The checks that need TRL's `GRPOConfig` `args` too (ValueError naming the key), and a warning for each key
-        set without effect (arc_trl/ineffective_keys.py)."""
+        set without effect (arc_trl/config/ineffective_keys.py)."""
         self._check_async_rollouts(args)
         defaults = {f.name: f.default for f in fields(self)} | {"use_vllm": False, "vllm_mode": "colocate"}  # TRL's
         warn_ineffective_keys({**vars(self), "use_vllm": bool(args.use_vllm),
