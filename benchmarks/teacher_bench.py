@@ -54,7 +54,7 @@ def main() -> None:
     from vllm import LLM
 
     from arc_trl.rollout import VLLMGenerator
-    from arc_trl.teacher import ServerTeacher
+    from arc_trl.opd import ServerTeacher
     from common import arc_prompts, build_bench_model
 
     model_dir = build_bench_model(args.layers, args.hidden, "teacher_bench_")

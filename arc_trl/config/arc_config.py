@@ -21,11 +21,11 @@ from arc_trl.integrations.colocated_engine import kv_cache_memory_kwargs
 from arc_trl.config.type_checks import field_type_problems
 from arc_trl.integrations.fp8_rollout import check_choices, warn_sequence_is
 from arc_trl.config.ineffective_keys import warn_ineffective_keys
+from arc_trl.opd.backends import TEACHER_BACKENDS  # the registry of teacher backends: their names, needs and help
 from arc_trl.rewards.modes import REWARD_MODES  # the registry of reward modes: its names
 from arc_trl.rollout.settings import AGENT_MODES
 from arc_trl.rollout.settings import SCHEDULING as ROLLOUT_SCHEDULING
 
-TEACHER_BACKENDS = ("none", "local", "base", "server", "policy")
 TEACHER_LOSSES = ("advantage", "reverse_kl")
 PRIVILEGED_INFO = ("none", "solutions", "program", "peer")
 COLLAPSE_ACTIONS = ("off", "warn", "stop", "rollback")
@@ -145,9 +145,8 @@ class ArcConfig:
     # --- teacher / on-policy distillation (docs/opd.md) ----------------------------------------------------------
     teacher_backend: str = field(
         default="none",
-        metadata={"help": "none | local (a model loaded next to the trainer) | base (LoRA: the frozen base model, "
-                  "adapter disabled) | server (a vLLM OpenAI server, prompt_logprobs) | policy (the live policy "
-                  "itself, adapter on, no grad: a self-teacher, with a privileged prompt such as peer)."},
+        metadata={"help": " | ".join(f"{name} ({backend.help})" if backend.help else name
+                                     for name, backend in TEACHER_BACKENDS.items()) + "."},
     )
     teacher_model: str | None = field(default=None, metadata={"help": "Teacher model path (local/server backends)."})
     teacher_server_url: str | None = field(default=None, metadata={"help": "e.g. http://localhost:8001"})
@@ -330,11 +329,11 @@ class ArcConfig:
             )
         # (The converse is allowed: a teacher with zero weight is still scored and logged, teacher_kl, for monitoring.)
         if self.teacher_tau > 0 and self.teacher_backend == "none":
-            raise ValueError("teacher_tau > 0 needs a teacher: set teacher_backend to local, base, server or policy")
-        if self.teacher_backend == "local" and not self.teacher_model:
-            raise ValueError("teacher_backend=local needs teacher_model (a path or hub id)")
-        if self.teacher_backend == "server" and not self.teacher_server_url:
-            raise ValueError("teacher_backend=server needs teacher_server_url (e.g. http://localhost:8001)")
+            *others, last = (name for name in TEACHER_BACKENDS if name != "none")
+            raise ValueError(f"teacher_tau > 0 needs a teacher: set teacher_backend to {', '.join(others)} or {last}")
+        needs = TEACHER_BACKENDS[self.teacher_backend].needs
+        if needs and not getattr(self, needs[0]):
+            raise ValueError(f"teacher_backend={self.teacher_backend} needs {needs[0]} ({needs[1]})")
         self._check_peer_teacher()
         if self.async_rollouts not in (0, 1):
             raise ValueError(f"async_rollouts={self.async_rollouts} is not 0 (synchronous) or 1 (one step off-policy): "

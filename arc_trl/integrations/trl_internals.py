@@ -40,7 +40,7 @@ attributes (`processing_class`, `chat_template_kwargs`, `eos_token_ids`, `accele
 `vllm_generation` and its sampling settings, `generation_config` / `generation_kwargs`, and ours: `arc_config`,
 `end_of_turn`) and the functions of this module; the trainer hands it the dataset rows of a batch
 (`ArcRollout.rows_for`) and the teacher's callback (`ArcRollout.on_finished`): the rollout reads no trainer state
-of ours, and writes none. The teachers (`arc_trl.teacher`) likewise use public attributes and this module.
+of ours, and writes none. The teachers (`arc_trl.opd`) likewise use public attributes and this module.
 
 The TRL hooks `ArcGRPOTrainer` overrides are named at each override (arc_trl/trainer/arc_grpo_trainer.py). Two
 version patches replace module-level functions before anything runs, each in its own module: `trl_compat`

@@ -19,7 +19,7 @@ stopped cannot be recovered in-process.
 
 The trainer's clients (TRL's own, made in `GRPOTrainer.__init__`, and the per-request ones of
 `trl_internals.stream_clients`) take `vllm_request_timeout_s`; a teacher server's take `teacher_timeout_s`
-(arc_trl/teacher/server.py). The log: `arc-trl serve` tells the trainer where each server writes it
+(arc_trl/opd/server.py). The log: `arc-trl serve` tells the trainer where each server writes it
 (`SERVER_LOGS_ENV`, a JSON object of base URL -> log path); a server started some other way has no known log.
 """
 

@@ -57,7 +57,8 @@ from arc_trl.run_summary import print_train_summary
 from arc_trl.integrations.rope_precision import restore_fp32_rope
 from arc_trl.trainer.sampling_mismatch import importance_sampling_ratio
 from arc_trl.trainer.step_timing import StepBudget, StepBudgetCallback, StepClock, TimedPool, timed_method
-from arc_trl.trainer.teacher_term import TEACHER_LOGPS, TeacherTerm, build_teacher
+from arc_trl.opd.backends import build_teacher
+from arc_trl.trainer.teacher_term import TEACHER_LOGPS, TeacherTerm
 from arc_trl.integrations.trl_internals import (
     bounded_server_client,
     buffered_micro_batches,

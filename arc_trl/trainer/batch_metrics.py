@@ -14,7 +14,7 @@ from typing import Any
 import torch
 
 from arc_trl.collapse.signals import episode_repetition
-from arc_trl.opd import TeacherStats
+from arc_trl.opd.teacher_math import TeacherStats
 from arc_trl.trainer.loss_mask import loss_mask
 from arc_trl.trainer.sampling_mismatch import importance_sampling_hits, mismatch_counts
 

@@ -1,4 +1,4 @@
-"""The peer teacher's prompts of a generation batch (`teacher_privileged: peer`; the pure rules: arc_trl.teacher.peer).
+"""The peer teacher's prompts of a generation batch (`teacher_privileged: peer`; the pure rules: arc_trl.opd.peer).
 
 Where the rewards are known: after TRL's `_generate_and_score_completions`, whose rewards are gathered over all
 processes in process order (`_calculate_rewards`), each process holding `len(prompts)` consecutive rows of the
@@ -18,7 +18,7 @@ from typing import Any
 
 from arc_trl.chat_template import prompt_ids
 from arc_trl.rewards.modes import highest_reward
-from arc_trl.teacher.peer import choose_peers, peer_block, peer_code, with_peer
+from arc_trl.opd.peer import choose_peers, peer_block, peer_code, with_peer
 
 
 def prompt_key(row: dict[str, Any]) -> str:

@@ -3,9 +3,10 @@
 `TeacherTerm` scores the batch's episodes with `trainer.teacher` (a teacher that `overlaps_generation`, a server,
 gets finished episodes while the others still generate: `submit_finished`, the rollout's `on_finished`), then adds
 the teacher term to TRL's batch (`apply`): with `teacher_loss: advantage`, A_t = adv_tau * A + teacher_tau *
-clip(logp_T - logp_S) (`arc_trl.opd`); with `reverse_kl`, the batch's reference log-probs become the teacher's,
-for TRL's own KL term (`ArcGRPOTrainer.compute_loss` sets its weight). `teacher_privileged: peer` scores, after the
-rewards, only the episodes whose GRPO group has another successful episode (`peer_prompts.py`). docs/opd.md.
+clip(logp_T - logp_S) (`arc_trl.opd.teacher_math`); with `reverse_kl`, the batch's reference log-probs become the
+teacher's, for TRL's own KL term (`ArcGRPOTrainer.compute_loss` sets its weight). `teacher_privileged: peer` scores,
+after the rewards, only the episodes whose GRPO group has another successful episode (`peer_prompts.py`). The teacher
+itself is built by `arc_trl.opd.backends.build_teacher`. docs/opd.md.
 """
 
 from __future__ import annotations
@@ -16,7 +17,7 @@ import torch
 from jaxtyping import Float
 from torch import Tensor
 
-from arc_trl.opd import TeacherStats, opd_advantages, teacher_log_ratio, teacher_stats
+from arc_trl.opd.teacher_math import TeacherStats, opd_advantages, teacher_log_ratio, teacher_stats
 from arc_trl.trainer.loss_mask import loss_mask
 from arc_trl.trainer.peer_prompts import peer_prompt_ids
 from arc_trl.trainer.sharded_forwards import sharded_padding
@@ -24,33 +25,6 @@ from arc_trl.integrations.trl_internals import per_token_logps
 
 # `defer_old_logps`: the batch keys that carry the teacher term to the loss (`TeacherTerm.at_loss_time`)
 TEACHER_LOGPS, BASE_ADVANTAGES = "arc_teacher_logps", "arc_base_advantages"
-
-
-def build_teacher(trainer):
-    """The teacher of `trainer.arc_config.teacher_backend` (None for `none`)."""
-    from arc_trl.teacher import BaseModelTeacher, LocalTeacher, PolicyTeacher, ServerTeacher
-
-    arc = trainer.arc_config
-    if arc.teacher_backend == "none":
-        return None
-    if arc.teacher_backend == "base":
-        return BaseModelTeacher(trainer, batch_size=arc.teacher_batch_size)
-    if arc.teacher_backend == "policy":
-        return PolicyTeacher(trainer, batch_size=arc.teacher_batch_size)
-    if arc.teacher_backend == "local":
-        return LocalTeacher.from_pretrained(
-            arc.teacher_model,
-            pad_token_id=trainer.processing_class.pad_token_id,
-            accelerator=trainer.accelerator,
-            dtype=trainer.model.dtype,
-            batch_size=arc.teacher_batch_size,
-        )
-    return ServerTeacher(
-        arc.teacher_server_url,
-        timeout_s=arc.teacher_timeout_s,
-        max_retries=arc.teacher_max_retries,
-        batch_size=arc.teacher_batch_size,
-    )
 
 
 class TeacherTerm:

@@ -6,7 +6,7 @@ from __future__ import annotations
 import torch
 
 from arc_trl.chat_template import prompt_ids
-from arc_trl.teacher.peer import peer_block, peer_code, with_peer
+from arc_trl.opd.peer import peer_block, peer_code, with_peer
 from teacher_trainers import lora_trainer, record_teacher_scores
 
 SCRIPTED = [0.0, 10.0, 0.0, 0.0]  # rows (A, A, B, B): task A's second episode reached peer_min_reward (10)
@@ -26,7 +26,7 @@ def test_policy_teacher_scores_with_the_adapter_on(tiny_model_dir, tmp_path):
     """A fresh LoRA adapter (B = 0) leaves the policy equal to its base; once the adapter's weights change the policy
     teacher follows them (equal to the trainer's own forward with the adapter, dropout off) and the base teacher
     does not; scoring leaves the model in training mode and is deterministic despite lora_dropout."""
-    from arc_trl.teacher import BaseModelTeacher, PolicyTeacher
+    from arc_trl.opd import BaseModelTeacher, PolicyTeacher
     from arc_trl.integrations.trl_internals import per_token_logps
 
     trainer = _peer_trainer(tiny_model_dir, tmp_path)

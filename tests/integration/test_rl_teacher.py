@@ -8,7 +8,7 @@ import json
 import torch
 from safetensors.torch import load_file
 
-from arc_trl.teacher import LocalTeacher
+from arc_trl.opd import LocalTeacher
 from arc_trl.train_entry import main
 from test_trainer import CONFIG
 

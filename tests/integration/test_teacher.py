@@ -14,7 +14,7 @@ import pytest
 import torch
 
 from arc_trl.chat_template import prompt_ids
-from arc_trl.teacher import LocalTeacher, ServerTeacher, TeacherUnavailableError
+from arc_trl.opd import LocalTeacher, ServerTeacher, TeacherUnavailableError
 from arc_trl.train_entry import main
 from teacher_trainers import lora_trainer, record_teacher_scores
 from test_trainer import CONFIG
@@ -72,7 +72,7 @@ def _lora_trainer(model_dir, out, temperature: float = 1.0, **arc_overrides):
 def test_vllm_teacher_server_logprobs_equal_a_transformers_forward(memorized_model_dir, memorized_task, tmp_path):
     """A real vLLM OpenAI server (CPU) started here scores sequences like a transformers forward of the same model;
     then, once it is gone, scoring fails after bounded retries with a resumable message."""
-    from arc_trl.trainer.teacher_term import build_teacher
+    from arc_trl.opd import build_teacher
 
     port = _free_port()
     env = {**os.environ, "VLLM_CPU_KVCACHE_SPACE": "1"}
@@ -239,7 +239,7 @@ def test_base_model_teacher_needs_lora(tiny_model_dir, tmp_path):
 def test_base_model_teacher_with_lora_is_the_frozen_base(tiny_model_dir, tmp_path):
     """teacher_backend=base: the LoRA student's own base model (adapter disabled) is the teacher, so with a fresh
     (zero-initialised) adapter the teacher and student log-probs coincide and teacher_kl is 0."""
-    from arc_trl.teacher import BaseModelTeacher
+    from arc_trl.opd import BaseModelTeacher
 
     trainer = _lora_trainer(tiny_model_dir, tmp_path / "lora")
     dataset = trainer.train_dataset

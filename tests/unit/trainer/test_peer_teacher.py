@@ -10,7 +10,7 @@ import torch
 
 from arc_trl.chat_template import prompt_ids
 from arc_trl.config import ArcConfig
-from arc_trl.teacher.peer import TRUNCATED_NOTE, choose_peers, peer_block, peer_code, with_peer
+from arc_trl.opd.peer import TRUNCATED_NOTE, choose_peers, peer_block, peer_code, with_peer
 from arc_trl.trainer.batch_metrics import teacher_metrics
 from arc_trl.trainer.teacher_term import TeacherTerm
 

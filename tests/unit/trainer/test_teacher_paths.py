@@ -7,8 +7,8 @@ from __future__ import annotations
 import pytest
 import torch
 
-from arc_trl.teacher import LocalTeacher
-from arc_trl.teacher.local import check_teacher_path
+from arc_trl.opd import LocalTeacher
+from arc_trl.opd.local import check_teacher_path
 
 SEQUENCE, PROMPT = [1, 2, 3, 4, 5, 6, 7], 3
 

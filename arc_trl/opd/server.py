@@ -12,7 +12,7 @@ import math
 import time
 from concurrent.futures import Future, ThreadPoolExecutor
 
-from arc_trl.teacher.base import TeacherUnavailableError
+from arc_trl.opd.teacher import TeacherUnavailableError
 from arc_trl.integrations.vllm_server_client import bounded_client
 
 
