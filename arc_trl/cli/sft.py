@@ -15,6 +15,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from arc_trl.config import defaults
+from arc_trl.config.choices import AGENT_MODES
 
 
 @dataclass
@@ -23,7 +24,7 @@ class SftArguments:
         default="synthetic:n=256,seed=0,difficulty=tiny",
         metadata={"help": "Tasks with reference programs: a synthetic: spec or a folder from `arc-trl synthetic`"},
     )
-    agent_mode: str = field(default=defaults.AGENT_MODE, metadata={"help": "repl | program"})
+    agent_mode: str = field(default=defaults.AGENT_MODE, metadata={"help": " | ".join(AGENT_MODES)})
     prompt_template: str | None = field(default=None, metadata={"help": "Custom prompt template (YAML)."})
     chat_template: str = field(
         default=defaults.CHAT_TEMPLATE, metadata={"help": "auto | chatml | path (see arc-trl train)."}

@@ -8,6 +8,8 @@ import json
 import os
 import sys
 
+from arc_trl.config.choices import AGENT_MODES
+
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="arc-trl transcripts", description=__doc__, allow_abbrev=False)
@@ -16,7 +18,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--dataset", required=True, help="the tasks the folders attempted, with their solutions "
                         "(e.g. arc-agi-1/train); never an evaluation split you will report on")
     parser.add_argument("--out", required=True, help="the JSONL file to write")
-    parser.add_argument("--agent-mode", choices=("repl", "program"), default="repl")
+    parser.add_argument("--agent-mode", choices=AGENT_MODES, default="repl")
     parser.add_argument("--prompt-template", default=None,
                         help="the prompt the transcripts are rendered with (the one the warm-started model is "
                              "evaluated with, e.g. configs/prompts/coder-repl.yaml)")

@@ -23,8 +23,7 @@ from arc_trl.integrations.fp8_rollout import check_choices, warn_sequence_is
 from arc_trl.config.ineffective_keys import warn_ineffective_keys
 from arc_trl.opd.backends import TEACHER_BACKENDS  # the registry of teacher backends: their names, needs and help
 from arc_trl.rewards.modes import REWARD_MODES  # the registry of reward modes: its names
-from arc_trl.rollout.settings import AGENT_MODES
-from arc_trl.rollout.settings import SCHEDULING as ROLLOUT_SCHEDULING
+from arc_trl.config.choices import AGENT_MODES, ROLLOUT_SCHEDULINGS
 
 TEACHER_LOSSES = ("advantage", "reverse_kl")
 PRIVILEGED_INFO = ("none", "solutions", "program", "peer")
@@ -36,11 +35,11 @@ class ArcConfig:
     # --- the agent (also how the dataset's prompts are written: arc_trl.data.build_dataset) -----------------------
     agent_mode: str = field(
         default=defaults.AGENT_MODE,
-        metadata={"help": "repl: multi-turn REPL ending with SUBMIT; program: one-turn transform()."},
+        metadata={"help": "; ".join(f"{name}: {what}" for name, what in AGENT_MODES.items()) + "."},
     )
 
     # --- rewards --------------------------------------------------------------------------------------------------
-    reward_mode: str = field(default="barc", metadata={"help": "binary | partial | balanced | barc (see docs)."})
+    reward_mode: str = field(default="barc", metadata={"help": " | ".join(REWARD_MODES) + " (see docs)."})
     log_reward_components: bool = field(
         default=True, metadata={"help": "Also log exact-match and pixel-score components (weight 0)."}
     )
@@ -307,7 +306,7 @@ class ArcConfig:
             "teacher_backend": (self.teacher_backend, TEACHER_BACKENDS),
             "teacher_loss": (self.teacher_loss, TEACHER_LOSSES),
             "teacher_privileged": (self.teacher_privileged, PRIVILEGED_INFO),
-            "rollout_scheduling": (self.rollout_scheduling, ROLLOUT_SCHEDULING),
+            "rollout_scheduling": (self.rollout_scheduling, ROLLOUT_SCHEDULINGS),
         }
         for name, (value, allowed) in checks.items():
             if value not in allowed:

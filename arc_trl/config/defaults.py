@@ -10,8 +10,7 @@ otherwise (tests/unit/package/test_defaults.py). This module imports nothing, so
 from __future__ import annotations
 
 # --- an episode --------------------------------------------------------------------------------------------------
-AGENT_MODES = ("repl", "program")  # repl: multi-turn REPL ending with SUBMIT; program: one-turn transform()
-AGENT_MODE = "repl"
+AGENT_MODE = "repl"  # the names: arc_trl/config/choices.py
 MAX_TURNS = 4
 MAX_TOKENS_PER_TURN: int | None = None  # None: the episode budget
 MAX_COMPLETION_LENGTH = 1024  # the episode budget outside training; the trainer's is GRPOConfig.max_completion_length

@@ -22,12 +22,11 @@ from dataclasses import dataclass, fields, replace
 from pathlib import Path
 from typing import Any, Literal
 
-from arc_trl.config import defaults
+from arc_trl.config.choices import AGENT_MODES
 from arc_trl.data.grid_format import GRID_FORMATS, format_grid, grid_shape
 from arc_trl.data.task import ArcTask
 
-AgentMode = Literal["repl", "program"]
-AGENT_MODES = defaults.AGENT_MODES  # the one list
+AgentMode = str  # one of AGENT_MODES
 Privileged = bool | Literal["none", "auto", "solutions", "outputs", "program", "both"]
 
 _GRIDS_EXPLAINED = (

@@ -47,8 +47,8 @@ from arc_trl.data.task import ArcTask
 from arc_trl.eval.attempts_file import COMPLETIONS_FILE, Job, episode_record, plan_jobs, read_completions_file
 from arc_trl.eval.generation_backends import BACKENDS, build_generator, eos_token_ids, load_tokenizer
 from arc_trl.config import defaults
+from arc_trl.config.choices import AGENT_MODES, ROLLOUT_SCHEDULINGS
 from arc_trl.eval.generation_settings import (
-    AGENT_MODES,
     CONFIGURABLE,
     SAMPLING_FILE,
     GenerateInputError,
@@ -356,7 +356,7 @@ def add_generate_arguments(parser: argparse.ArgumentParser) -> argparse.Argument
     p("--max-completion-length", type=int, default=None,
       help=f"token budget of an episode, model + environment tokens (default {d('max_completion_length')})")
     p("--max-prompt-tokens", type=int, default=None, help="skip tasks whose prompt is longer than this")
-    p("--rollout-scheduling", choices=("lockstep", "per_episode"), default=None,
+    p("--rollout-scheduling", choices=ROLLOUT_SCHEDULINGS, default=None,
       help="lockstep: each turn, all episodes of a batch generate together, or per_episode: each episode advances "
            f"on its own (vLLM backend; transformers falls back to lockstep); default {d('rollout_scheduling')}")
     p("--check-transform", action="store_const", const=True, default=None,

@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from arc_trl.config import defaults
-from arc_trl.rollout.settings import AGENT_MODES
+from arc_trl.config.choices import AGENT_MODES
 
 SAMPLING_FILE = "sampling.json"
 # What defines an attempt. Attempts made with different values never share a folder.

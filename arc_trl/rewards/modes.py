@@ -17,23 +17,23 @@ accuracy over the grids:
                else 1 + 8 * exact + pixel  (= 1 when nothing is right)                 range [-1, 10]
 
 A missing outcome (None) gets `lowest_reward(mode)`: 0 for binary/partial/balanced, -1 for barc.
+
+`REWARD_MODE_REGISTRY` holds one `RewardMode` per mode: its formula, its floor and top, and whether the program agent
+needs the test outputs; `REWARD_MODES` (the names `ArcConfig.reward_mode` takes) is derived from it. A new mode is one
+entry.
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable, Collection
 from dataclasses import dataclass
 from typing import Any
 
 from arc_trl.config import defaults
+from arc_trl.config.choices import AGENT_MODES
 from arc_trl.data.task import ArcTask, Grid, is_valid_grid
 from arc_trl.rewards.outcome import AttemptOutcome
 from arc_trl.rewards.scoring import exact_match, pixel_accuracy
-
-REWARD_MODES: tuple[str, ...] = ("binary", "partial", "balanced", "barc")
-AGENT_MODES = defaults.AGENT_MODES  # the one list
-_LOWEST = {"binary": 0.0, "partial": 0.0, "balanced": 0.0, "barc": -1.0}
-_HIGHEST = {"binary": 1.0, "partial": 1.0, "balanced": 1.0, "barc": 10.0}  # every evaluated grid exact
-
 
 @dataclass(frozen=True)
 class GridScores:
@@ -154,24 +154,41 @@ def barc_reward(b: RewardBreakdown) -> float:
     return 1.0 + 8.0 * scores.exact_fraction + scores.pixel_score
 
 
-_REWARDS = {"binary": binary_reward, "partial": partial_reward, "balanced": balanced_reward, "barc": barc_reward}
+@dataclass(frozen=True)
+class RewardMode:
+    """One reward mode: its formula and what the rest of the package reads about it."""
+
+    reward: Callable[[RewardBreakdown], float]
+    lowest: float  # the reward of a missing outcome (and the mode's floor)
+    highest: float  # the top reward, reached only when every evaluated grid is exact
+    program_needs_test_outputs: bool = True  # False: the program agent's train grids suffice (barc's ladder)
+
+
+REWARD_MODE_REGISTRY: dict[str, RewardMode] = {
+    "binary": RewardMode(binary_reward, lowest=0.0, highest=1.0),
+    "partial": RewardMode(partial_reward, lowest=0.0, highest=1.0),
+    "balanced": RewardMode(balanced_reward, lowest=0.0, highest=1.0),
+    "barc": RewardMode(barc_reward, lowest=-1.0, highest=10.0, program_needs_test_outputs=False),
+}
+REWARD_MODES: tuple[str, ...] = tuple(REWARD_MODE_REGISTRY)
 
 
 def lowest_reward(mode: str) -> float:
     """The reward of a missing outcome: 0 for binary/partial/balanced, -1 for barc."""
     check_choice(mode, REWARD_MODES, "reward mode")
-    return _LOWEST[mode]
+    return REWARD_MODE_REGISTRY[mode].lowest
 
 
 def highest_reward(mode: str) -> float:
     """The top reward of `mode`, reached only when every evaluated grid is exact: 1, or 10 for barc."""
     check_choice(mode, REWARD_MODES, "reward mode")
-    return _HIGHEST[mode]
+    return REWARD_MODE_REGISTRY[mode].highest
 
 
 def needs_test_outputs(mode: str, agent_mode: str) -> bool:
     """Every mode needs the test outputs, except barc in program mode (the train pairs suffice)."""
-    return not (mode == "barc" and agent_mode == "program")
+    check_choice(mode, REWARD_MODES, "reward mode")
+    return agent_mode != "program" or REWARD_MODE_REGISTRY[mode].program_needs_test_outputs
 
 
 def compute_reward(
@@ -184,8 +201,8 @@ def compute_reward(
         raise ValueError(f"reward mode {mode!r} ({agent_mode} mode) needs test outputs, but task {task.id!r} has none")
     outcome = as_outcome(outcome)
     if outcome is None:
-        return _LOWEST[mode]
-    return _REWARDS[mode](evaluate_outcome(outcome, task, agent_mode))
+        return REWARD_MODE_REGISTRY[mode].lowest
+    return REWARD_MODE_REGISTRY[mode].reward(evaluate_outcome(outcome, task, agent_mode))
 
 
 def as_outcome(outcome: Any) -> AttemptOutcome | None:
@@ -206,6 +223,6 @@ def _test(b: RewardBreakdown, mode: str) -> GridScores:
     return b.test
 
 
-def check_choice(value: str, allowed: tuple[str, ...], label: str) -> None:
+def check_choice(value: str, allowed: Collection[str], label: str) -> None:
     if value not in allowed:
         raise ValueError(f"{label} must be one of {list(allowed)}, got {value!r}")

@@ -19,9 +19,9 @@ from collections.abc import Callable
 from typing import Any
 
 from arc_trl.config import defaults
+from arc_trl.config.choices import AGENT_MODES
 from arc_trl.data.task import ArcTask
 from arc_trl.rewards.modes import (
-    AGENT_MODES,
     REWARD_MODES,
     RewardBreakdown,
     as_outcome,

@@ -1,8 +1,8 @@
-"""The settings of a rollout (`RolloutSettings`) and the choices an episode's settings take.
+"""The settings of a rollout (`RolloutSettings`).
 
-Their defaults are written once, in `arc_trl.config.defaults`, which `arc_trl.config.ArcConfig` (training) and `arc-trl
-evaluate generate` (`arc_trl.eval.generation_settings`) read too. This module imports nothing of arc_trl but that, so
-the config can read it without pulling in the rollout (`arc_trl/rollout/__init__.py` loads lazily).
+Their defaults are written once, in `arc_trl.config.defaults`, and the names of their choices in
+`arc_trl.config.choices`, which `arc_trl.config.ArcConfig` (training) and `arc-trl evaluate generate`
+(`arc_trl.eval.generation_settings`) read too.
 """
 
 from __future__ import annotations
@@ -10,9 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from arc_trl.config import defaults
-
-AGENT_MODES = defaults.AGENT_MODES  # the one list (arc_trl.config.defaults)
-SCHEDULING = ("lockstep", "per_episode")  # see arc_trl.rollout.arc_rollout.run_episodes
+from arc_trl.config.choices import ROLLOUT_SCHEDULINGS
 
 
 @dataclass
@@ -24,5 +22,5 @@ class RolloutSettings:
     scheduling: str = defaults.ROLLOUT_SCHEDULING  # lockstep | per_episode (see run_episodes)
 
     def __post_init__(self) -> None:
-        if self.scheduling not in SCHEDULING:
-            raise ValueError(f"rollout scheduling {self.scheduling!r} is not one of {', '.join(SCHEDULING)}")
+        if self.scheduling not in ROLLOUT_SCHEDULINGS:
+            raise ValueError(f"rollout scheduling {self.scheduling!r} is not one of {', '.join(ROLLOUT_SCHEDULINGS)}")

@@ -15,16 +15,12 @@ from pathlib import Path
 
 import pytest
 
-from arc_trl.config import arc_config as config_module
 from arc_trl.config import defaults
 from arc_trl.cli.sft import SftArguments
 from arc_trl.config import ArcConfig
 from arc_trl.eval.generate import add_generate_arguments
 from arc_trl.eval.generation_settings import CONFIGURABLE
 from arc_trl.eval.score import add_score_arguments, score_completions
-from arc_trl.data import prompts as prompts_module
-from arc_trl.rewards import modes as reward_modes
-from arc_trl.rollout import settings as rollout_settings
 from arc_trl.rollout.settings import RolloutSettings
 from arc_trl.config.script_args import ArcScriptArguments
 from arc_trl.sandbox.config import SandboxConfig
@@ -78,12 +74,7 @@ PLACES = {
     "EVAL_MAX_TASKS": {"ArcConfig": ARC["eval_max_tasks"]},
     # and the rollout's per-request clients of a trainer without an ArcConfig (trl_internals.request_timeout_s)
     "VLLM_REQUEST_TIMEOUT_S": {"ArcConfig": ARC["vllm_request_timeout_s"]},
-    # the agent modes' names: what config, the rollout, the prompts, the rewards and generate accept
-    "AGENT_MODES": {"ArcConfig": config_module.AGENT_MODES, "rollout": rollout_settings.AGENT_MODES,
-                    "prompts": prompts_module.AGENT_MODES, "rewards": reward_modes.AGENT_MODES,
-                    "generate": tuple(next(a for a in add_generate_arguments(argparse.ArgumentParser())._actions
-                                           if a.dest == "agent_mode").choices)},
-}
+}  # (the names the choice keys take, agent modes among them: tests/unit/package/test_registries.py)
 
 
 @pytest.mark.parametrize("name", list(PLACES))
