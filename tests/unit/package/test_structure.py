@@ -1,5 +1,7 @@
 """The shape of the `arc_trl` package: no module over 500 lines, no import cycle among its modules (nor among
-`arc_experiments`'), deferred imports included; scripts, benchmarks and experiments under their line ceilings.
+`arc_experiments`'), deferred imports included; no lower room importing above it; a few loose modules at the root;
+scripts, benchmarks and experiments under their line ceilings. `python tests/unit/package/test_structure.py` prints
+issue 62's figures (root modules, cycles, upward imports).
 
 Import graph: read with `ast` (nothing is imported), one edge per import executed when a module is loaded: module
 level, including inside top-level `if` / `try` / `with` and class bodies, and under `if TYPE_CHECKING:` (a type-only
@@ -167,30 +169,75 @@ def test_no_import_cycle_among_the_package_modules(package, deferred):
 
 
 
+# The rooms: the low ones (config, integrations, models, OPD, rewards, sandbox, data) are built on by the packages
+# above the seams, never the reverse.
 ABOVE_THE_SEAMS = ("arc_trl.trainer", "arc_trl.rollout", "arc_trl.opd", "arc_trl.eval", "arc_trl.collapse",
                    "arc_trl.launch", "arc_trl.cli", "arc_trl.train_entry", "arc_trl.warmstart", "arc_trl.view")
-LOWER_LAYERS = {  # package -> what it must never import
-    "arc_trl.data": ("arc_trl.synthetic", "arc_trl.tasks"),
-    "arc_trl.integrations": ABOVE_THE_SEAMS,
-    "arc_trl.models": ABOVE_THE_SEAMS,
+LOWER_LAYERS = {  # package -> (what it must never import, the modules of those it may: each with its reason)
+    "arc_trl.data": (ABOVE_THE_SEAMS + ("arc_trl.synthetic", "arc_trl.tasks"), ()),
+    "arc_trl.integrations": (ABOVE_THE_SEAMS, ()),
+    "arc_trl.models": (ABOVE_THE_SEAMS, ()),
+    "arc_trl.rewards": (ABOVE_THE_SEAMS, ()),
+    "arc_trl.sandbox": (ABOVE_THE_SEAMS, ()),
+    "arc_trl.opd": (ABOVE_THE_SEAMS, ()),  # (its own modules excepted, as for every package here)
+    "arc_trl.config": (ABOVE_THE_SEAMS, (
+        "arc_trl.opd.backends",  # the registry of teacher backends: names, needs, help; its builders import lazily
+        "arc_trl.collapse.settings",  # deferred: the collapse_* keys checked by the detector's own rules
+    )),
 }
+MAX_ROOT_MODULES = 5  # chat_template, run_summary, sft_data, tasks, train_entry (and __init__, __main__)
+
+
+def _inside(name: str, package: str) -> bool:
+    return name == package or name.startswith(package + ".")
+
+
+def upward_imports() -> list[str]:
+    """`module line N: target` for each import of a lower layer's module (deferred ones included) that reaches above
+    it."""
+    graph, lines = import_graph(deferred=True)
+    bad = []
+    for name in sorted(graph):
+        for lower, (above, allowed) in LOWER_LAYERS.items():
+            if not _inside(name, lower):
+                continue
+            bad += [f"{name} line {lines[(name, target)]}: {target}" for target in sorted(graph[name])
+                    if any(_inside(target, p) for p in above if not _inside(p, lower)) and target not in allowed]
+    return bad
+
+
+def root_modules() -> list[str]:
+    """The package root's loose modules (its `__init__` and `__main__` aside)."""
+    return sorted(path.stem for path in PACKAGE.glob("*.py") if path.stem not in ("__init__", "__main__"))
+
+
+def structure_figures() -> dict[str, int]:
+    """Issue 62's figures: root modules, import cycles (deferred imports included; of `arc_trl` and of
+    `arc_experiments`), upward imports."""
+    return {"root modules": len(root_modules()),
+            "cycles": sum(len(cycles(import_graph(p, deferred=True)[0])) for p in (PACKAGE, EXPERIMENTS)),
+            "upward imports": len(upward_imports())}
 
 
 def test_lower_layers_import_nothing_above_them_even_inside_functions():
     """`synthetic` builds on `data`; `data` importing `synthetic` (even lazily, inside a function) ties the layers
-    together both ways. `arc_trl.tasks` sits above both and takes every task spec. The integrations with TRL/vLLM/PEFT
-    and the models are built on by the trainer, the rollout, the teacher backends and the CLI, never the reverse
-    (`trl_internals` once imported the trainer's LoRA merge, the local teacher the trainer's RoPE fix)."""
-    bad = []
-    for name, path in module_files().items():
-        for lower, above in LOWER_LAYERS.items():
-            if name != lower and not name.startswith(lower + "."):
-                continue
-            for node in ast.walk(ast.parse(path.read_text())):
-                targets = ([a.name for a in node.names] if isinstance(node, ast.Import)
-                           else [node.module or ""] if isinstance(node, ast.ImportFrom) else [])
-                bad += [f"{name} line {node.lineno}: {t}" for t in targets if t.startswith(above)]
+    together both ways. `arc_trl.tasks` sits above both and takes every task spec. The config, the integrations with
+    TRL/vLLM/PEFT, the models, the rewards, the sandbox and the OPD room are built on by the trainer, the rollout and
+    the CLI, never the reverse (`trl_internals` once imported the trainer's LoRA merge, the local teacher the trainer's
+    RoPE fix, the config the rollout's settings for the names of the schedulings)."""
+    bad = upward_imports()
     assert not bad, "upward imports:\n  " + "\n  ".join(bad)
+
+
+def test_the_package_root_keeps_a_few_modules():
+    """Each concern has its room (config/, integrations/, models/, opd/, ...); the root keeps what has none."""
+    assert len(root_modules()) <= MAX_ROOT_MODULES, f"loose modules at arc_trl/: {root_modules()}"
+
+
+def test_the_structure_figures():
+    figures = structure_figures()
+    print(figures)  # pytest -s, or `python tests/unit/package/test_structure.py`
+    assert figures == {"root modules": MAX_ROOT_MODULES, "cycles": 0, "upward imports": 0}, figures
 
 
 CEILINGS = {"scripts": MAX_LINES, "benchmarks": MAX_LINES, "arc_experiments": 400}  # folder -> most lines per file
@@ -213,3 +260,7 @@ def test_no_two_test_files_share_a_name():
     tests = Path(__file__).resolve().parents[2]
     names = Counter(path.name for path in tests.rglob("test_*.py"))
     assert [name for name, count in names.items() if count > 1] == []
+
+
+if __name__ == "__main__":
+    print(structure_figures())
