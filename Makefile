@@ -29,8 +29,9 @@ demo: setup
 		--save_strategy steps --save_steps 8 --dump_rollouts 2
 
 # The CPU learning demonstration of docs/learning.md (~14 min): SFT -> measure -> GRPO + OPD (and GRPO alone) -> measure.
+# The experiment lives in lab/ (lab/README.md): on the path here whichever venv runs it.
 demo-learning: setup
-	$(PY) -m arc_experiments.learning --fresh --ablation
+	PYTHONPATH=lab$${PYTHONPATH:+:$$PYTHONPATH} $(PY) -m arc_experiments.learning --fresh --ablation
 
 # Two workers, each taking a whole file (its module fixtures and engines built once), longest file first
 # (tests/file_order.py, tests/durations.json). TEST_WORKERS=1 runs the suite in one process.
@@ -53,4 +54,4 @@ test-slow: setup
 	$(PYTEST) tests -m slow --durations=20
 
 lint: setup
-	$(VENV)/bin/ruff check arc_trl arc_experiments scripts tests benchmarks
+	$(VENV)/bin/ruff check arc_trl scripts tests benchmarks lab

@@ -5,7 +5,7 @@ spelling in the docs.
   tests/integration/test_entry_points.py);
 - a `scripts/*.py` shim runs the subcommand of its name (the same function), and exists only where a path is needed;
 - README.md, docs/*.md and results/README.md never teach `python scripts/X.py`: every `arc-trl X` and
-  `python -m arc_trl X` they show is a subcommand, every `python -m arc_experiments...` a module of the checkout, and
+  `python -m arc_trl X` they show is a subcommand, every `python -m arc_experiments...` a module of the checkout's lab/, and
   every `scripts/...` file they name exists.
 """
 
@@ -81,7 +81,7 @@ def test_docs_spell_every_command_as_it_is_today(page):
             if sub not in SUBCOMMANDS:
                 problems.append(f"`arc-trl {sub}`: no such subcommand")
         for module in re.findall(r"-m (arc_experiments[\w.]*)", code):
-            base = ROOT.joinpath(*module.split("."))
+            base = ROOT.joinpath("lab", *module.split("."))  # the lab's package (lab/README.md)
             if not (base.with_suffix(".py").is_file() or (base / "__main__.py").is_file()):
                 problems.append(f"`python -m {module}`: no such module in the checkout")
     for path in re.findall(r"(?<![\w$/.-])(scripts/[\w./-]+\.(?:py|sh))", text):

@@ -51,7 +51,7 @@ from arc_experiments.learning.plan import plan, select_stages
 from arc_experiments.learning.profile import CONFIGS, Stage, heldout_spec, load_profile, read_yaml, subject_of
 from arc_experiments.learning.results import LoadSampler, collect_results, gpu_name, machine
 
-ROOT = Path(__file__).resolve().parents[2]  # the checkout: stages run its scripts/ with its configs/
+ROOT = Path(__file__).resolve().parents[3]  # the checkout: stages run its scripts/ with its configs/
 
 
 def run_stage(stage: Stage, logs: Path) -> float:

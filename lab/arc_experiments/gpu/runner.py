@@ -21,7 +21,7 @@ ENV = {
     "NCCL_NVLS_ENABLE": "0",  # NVLink multicast off (it hangs NCCL on these hosts)
     "VLLM_USE_FLASHINFER_SAMPLER": "0",
 }  # vLLM samples with PyTorch where FlashInfer is not installed
-ROOT = Path(__file__).resolve().parents[2]  # the checkout: commands run with its configs/ (and its arc_trl)
+ROOT = Path(__file__).resolve().parents[3]  # the checkout: commands run with its configs/ (and its arc_trl)
 
 
 @dataclass

@@ -10,7 +10,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-ROOT = Path(__file__).resolve().parents[2]  # the checkout
+ROOT = Path(__file__).resolve().parents[3]  # the checkout
 
 
 @dataclass(frozen=True)

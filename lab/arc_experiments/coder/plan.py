@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = Path(__file__).resolve().parents[3]
 TRAIN, EVAL = "arc-agi-1/train", "arc-agi-1/eval"
 VALIDATION_SEED, N_VALIDATION = 59, 100
 MAX_MODEL_LEN = 24576  # the longest spaced-grid prompt of ARC-AGI-1 is 16.6k tokens (Qwen's tokenizer) + the budget
