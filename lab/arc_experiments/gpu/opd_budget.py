@@ -27,7 +27,7 @@ from pathlib import Path
 import yaml
 
 FOLDER = "results/gpu_learning_smollm2"
-SETUP_S = 180  # the bundle unpacked and the queue started (tools/gpu_box/queue.sh), outside the stages
+SETUP_S = 180  # the bundle unpacked and the queue started (lab/gpu_box/queue.sh), outside the stages
 CONFIG_S = 20  # an `arc-trl sweep --dry-run` (machines 1-4: 14-23 s); a records or report command: less
 PAIR = 2  # runs on the GPU at once in the calibrating stages (and in opd_stages.pool)
 LIMIT_FACTOR = 3  # a run stops at 3x its estimated wall-clock: slower neighbours, teacher forwards fit; a hang not

@@ -1,4 +1,4 @@
-"""tools/gpu_box/ferry.py: files cut into chunks that each fit one call, put back together on the far side, each
+"""lab/gpu_box/ferry.py: files cut into chunks that each fit one call, put back together on the far side, each
 file as soon as its chunks are there, checked by sha256."""
 
 from __future__ import annotations
@@ -10,7 +10,7 @@ import sys
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[3]
-FERRY = ROOT / "tools" / "gpu_box" / "ferry.py"
+FERRY = ROOT / "lab" / "gpu_box" / "ferry.py"
 
 
 def ferry(*args: str) -> subprocess.CompletedProcess:

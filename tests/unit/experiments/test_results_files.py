@@ -27,7 +27,7 @@ def test_the_gpu_learning_summary_has_its_keys_and_consistent_figures():
 
 
 CALL_LIMIT = 64 * 1024 * 1024  # what one GPU call carries: the checkout's tracked files plus what it names
-BUNDLE_PART = 42_000_000  # the largest part of the GPU bundle (tools/gpu_box/queue.sh splits it so)
+BUNDLE_PART = 42_000_000  # the largest part of the GPU bundle (lab/gpu_box/queue.sh splits it so)
 
 
 def test_the_checkout_fits_a_gpu_call_beside_a_bundle_part():

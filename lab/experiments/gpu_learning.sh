@@ -6,4 +6,5 @@
 # recipes written in arms.yaml and profile.yaml (chosen_steps) by the sweep of 2026-11-25: after a new sweep, copy
 # its choice (/tmp/arc-gpu/smollm2/sweep/choice.json, best_per_arm) into them before running arms.
 set -euo pipefail
+export PYTHONPATH="$(cd "$(dirname "$0")/.." && pwd)${PYTHONPATH:+:$PYTHONPATH}"  # lab/: the experiments
 python -m arc_experiments.gpu teachers sweep temperature arms arc-agi-1 --configs configs/gpu/smollm2 --out "${1:?output folder}"

