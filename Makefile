@@ -38,20 +38,21 @@ demo-learning: setup
 TEST_WORKERS ?= 2
 PYTEST := $(PY) -m pytest -q -n $(TEST_WORKERS) --dist loadfile --no-loadscope-reorder
 
-# The whole suite (CI's command): the unit tests and the integration tests that train, sample and serve on CPU.
+# The whole suite (CI's command): the unit tests and the integration tests that train, sample and serve on CPU, and
+# the lab's tests (lab/tests: the experiments, their tooling and committed results).
 test: setup browser
-	$(PYTEST) tests --durations=40
+	$(PYTEST) tests lab/tests --durations=40
 
-# The lanes (markers in pyproject.toml): the edit loop (tests/unit), the integration tests but the slow ones, the
+# The lanes (markers in pyproject.toml): the edit loop (tests/unit, lab/tests/unit), the integration tests but the slow ones, the
 # slow ones (the learning run, the README's quick start, the collapse runs: `slow`).
 test-fast: setup
-	$(PYTEST) tests/unit
+	$(PYTEST) tests/unit lab/tests/unit
 
 test-integration: setup
-	$(PYTEST) tests/integration -m "not slow" --durations=20
+	$(PYTEST) tests/integration lab/tests/integration -m "not slow" --durations=20
 
 test-slow: setup
-	$(PYTEST) tests -m slow --durations=20
+	$(PYTEST) tests lab/tests -m slow --durations=20
 
 lint: setup
 	$(VENV)/bin/ruff check arc_trl scripts tests benchmarks lab

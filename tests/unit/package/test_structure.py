@@ -207,9 +207,9 @@ def test_no_script_benchmark_or_experiment_file_is_over_its_ceiling():
 def test_no_two_test_files_share_a_name():
     """pytest imports test files by their base name (no packages under tests/): two files of one name make the whole
     suite stop at collection ("import file mismatch"), as tests/unit/trainer/ and tests/integration/
-    test_peer_teacher.py once did."""
+    test_peer_teacher.py once did. The lab's tests (lab/tests) run in the same invocation (`make test`)."""
     from collections import Counter
 
     tests = Path(__file__).resolve().parents[2]
-    names = Counter(path.name for path in tests.rglob("test_*.py"))
+    names = Counter(path.name for root in (tests, tests.parent / "lab" / "tests") for path in root.rglob("test_*.py"))
     assert [name for name, count in names.items() if count > 1] == []
