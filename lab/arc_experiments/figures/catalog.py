@@ -60,12 +60,14 @@ def _coder(root: Path) -> dict[str, Any]:
 SUMMARIES = {
     "learning": Summary("results/gpu_learning_summary.json", "results/gpu_learning/results-machine*.json",
                         learning_06b),
-    "smollm2": Summary("results/gpu_learning_smollm2_summary.json", "results/gpu_learning_smollm2/", _smollm2),
+    "smollm2": Summary("results/gpu_learning_smollm2_summary.json",
+                       "results/gpu_learning_smollm2/ (and machine 1's queue log, lab/logs/)", _smollm2),
     "step": Summary("results/gpu_step_summary.json",
                     "results/gpu_profiles/speed_*.json, results/gpu_step_speed/summary_inputs.json, results/gpu_fp8/, "
-                    "results/gpu_multigpu/MACHINE/layout_*-fp8.json",
+                    "results/gpu_multigpu/MACHINE/layout_*-fp8.json, their machine logs (lab/logs/)",
                     _steps, indent=1),
-    "multigpu": Summary("results/gpu_multigpu_summary.json", "results/gpu_multigpu/", _multigpu, indent=1),
+    "multigpu": Summary("results/gpu_multigpu_summary.json", "results/gpu_multigpu/ (+ lab/logs/gpu_multigpu/)",
+                        _multigpu, indent=1),
     "coder": Summary("results/coder_summary.json", "results/coder/ (each folder's per_attempt.jsonl.gz)", _coder,
                      indent=1),
 }

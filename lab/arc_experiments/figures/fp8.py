@@ -16,6 +16,7 @@ from typing import Any
 
 from arc_experiments.figures.multigpu import _mean, logged_steps, measured_steps, paired_learning
 from arc_experiments.figures.records import load_record, record_paths
+from arc_experiments.machine_logs import checkout_path, logs_of
 
 FOLDER = "results/gpu_fp8"
 TARGETS = {"generate_speedup": 1.4, "step_s": 50.0}  # issue 42: generation >= 1.4x faster, the 1-GPU step <= 50 s
@@ -83,13 +84,14 @@ QUEUE_RUN = re.compile(r"^== (8b-rollout-[\w-]+): (.+)$", re.MULTILINE)  # the q
 
 def lost_records(machine: Path, recorded: set[str]) -> list[dict[str, Any]]:
     """The runs the machine's queue started (queue.log's `== NAME: COMMAND` lines) that left a trainer log
-    (logs/NAME.log) with logged steps but no rollout_NAME.json, because the machine was taken back mid-run: a record
-    like `write_rollout_record`'s with the settings from the command and the steps from the log (no exit code)."""
-    queue_log = machine / "queue.log"
+    (NAME.log; both logs in lab/logs/, `logs_of`) with logged steps but no rollout_NAME.json, because the machine was
+    taken back mid-run: a record like `write_rollout_record`'s with the settings from the command and the steps from
+    the log (no exit code)."""
+    queue_log = logs_of(machine) / "queue.log"
     commands = dict(QUEUE_RUN.findall(queue_log.read_text())) if queue_log.exists() else {}
     records = []
     for name, command in commands.items():
-        log = machine / "logs" / f"{name}.log"
+        log = logs_of(machine) / f"{name}.log"
         steps = logged_steps(log) if name not in recorded and log.exists() else []
         if not steps:
             continue
@@ -100,7 +102,7 @@ def lost_records(machine: Path, recorded: set[str]) -> list[dict[str, Any]]:
             "run_summary": {"per_step": [{"step": i, **step} for i, step in enumerate(steps, 1)]},
             "note": f"the queue lost its machine after {len(steps)} logged step(s), before the run wrote its record: "
                     "figures from its trainer log (TRL's logged values, 4 significant digits)",
-            "log": f"{machine.name}/logs/{log.name}",
+            "log": checkout_path(log),
         })
     return records
 
@@ -111,15 +113,15 @@ PROFILE_RUN = re.compile(r"^== (profile_8b-rollout-[\w-]+): (.+)$(?:\n   rc=(-?\
 
 def profile_records(machine: Path) -> list[dict[str, Any]]:
     """`fp8-profile`'s runs (any queue*.log's `== profile_8b-rollout-NAME: COMMAND` lines, a name once): the run
-    summary of benchmarks/profile_step.py's NAME.json, else the steps of its trainer log (logs/NAME.log: the machine
-    was lost first; a log without a step gives no row), its exit code from the queue log (None: it never ended); the
-    step it ran under torch.profiler left out (the profiler slows it)."""
+    summary of benchmarks/profile_step.py's NAME.json, else the steps of its trainer log (NAME.log in lab/logs/: the
+    machine was lost first; a log without a step gives no row), its exit code from the queue log (None: it never
+    ended); the step it ran under torch.profiler left out (the profiler slows it)."""
     records = {}
-    for queue_log in sorted(machine.glob("queue*.log")):
+    for queue_log in sorted(logs_of(machine).glob("queue*.log")):
         for name, command, rc in PROFILE_RUN.findall(queue_log.read_text()):
             settings = command_flags(command)
             profiled = int(settings.get("--torch-profile-step", 0))
-            profile, log = machine / f"{name}.json", machine / "logs" / f"{name}.log"
+            profile, log = machine / f"{name}.json", logs_of(machine) / f"{name}.log"
             exit_code = int(rc) if rc else None
             if profile.exists():
                 steps = (json.loads(profile.read_text()).get("run_summary") or {}).get("per_step") or []
@@ -127,7 +129,7 @@ def profile_records(machine: Path) -> list[dict[str, Any]]:
                           f"{profiled} ran under torch.profiler: left out"}
             elif log.exists() and logged_steps(log):
                 steps = [{"step": i, **step} for i, step in enumerate(logged_steps(log), 1)]
-                source = {"exit_code": exit_code, "log": f"{machine.name}/logs/{log.name}",
+                source = {"exit_code": exit_code, "log": checkout_path(log),
                           "note": f"the machine was lost after {len(steps)} logged step(s), before the run wrote its "
                           "profile: figures from its trainer log (TRL's logged values, 4 significant digits)"}
             else:

@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from arc_experiments.figures.records import load_record, record_paths
+from arc_experiments.machine_logs import checkout_path, logs_of
 
 FOLDER = "results/gpu_multigpu"
 BASELINE = "1gpu-colocate"
@@ -88,7 +89,7 @@ def partial_row(name: str, gpus: int, log: Path, baseline_step_s: float | None, 
         "first_step_speedup": round(baseline_first_s / first_s, 3) if first_s and baseline_first_s else None,
         "generate_s": part("time/generate"), "teacher_s": part("time/teacher"),
         "train_s": part("time/train"), "weight_sync_s": part("time/weight_sync"), "note": why,
-        "log": str(log.relative_to(next(p for p in log.parents if p.name == "results").parent)),
+        "log": checkout_path(log),
     }
 
 
@@ -179,7 +180,7 @@ def machine_rows(machine: Path, measured_elsewhere: frozenset[str] = frozenset()
     phases = json.loads((machine / "machine.json").read_text()).get("phases", {})
     jobs = {job: gpus for phase in phases.values() for job, gpus in phase.items()}
     for name, gpus in jobs.items():
-        log = machine / "logs" / f"layout-{name}-trainer.log"
+        log = logs_of(machine) / f"layout-{name}-trainer.log"
         logged = 0 if name in records or not log.exists() else len(logged_steps(log))
         if not logged:
             continue
@@ -239,8 +240,8 @@ def server_learning(arms: dict[str, tuple[str, dict[str, Any]]], folder: Path | 
     """Each run's (colocated, server, asynchronous server) reward (first / last steps), held-out pass@1 at each
     evaluated step (the per-task mean) and training seconds; `arms`: MACHINE/NAME -> (machine, its
     server_learning_NAME.json), and what the importance-sampling correction saw (`off_policy`, from the run's trainer
-    log committed as FOLDER/MACHINE/logs/server-learning-NAME-trainer.log). Compare runs of one machine only: each
-    machine trains its own SFT student."""
+    log committed as lab/logs/FOLDER/MACHINE/server-learning-NAME-trainer.log, `logs_of`). Compare runs of one machine
+    only: each machine trains its own SFT student."""
     datasets = {record.get("eval_dataset") for _, record in arms.values()}
     if len(datasets) != 1:
         raise ValueError(f"server_learning arms were scored on different datasets: {sorted(map(str, datasets))}")
@@ -259,7 +260,7 @@ def server_learning(arms: dict[str, tuple[str, dict[str, Any]]], folder: Path | 
                       "train_s": summary.get("seconds"),  # the run's own clock: start-up and evaluations too
                       "step_time_s": summary.get("step_time_s")}  # the mean step and its parts
         log = f"server-learning-{name.split('/')[-1]}-trainer.log"
-        runs[name]["off_policy"] = None if folder is None else off_policy(folder / machine / "logs" / log)
+        runs[name]["off_policy"] = None if folder is None else off_policy(logs_of(folder / machine) / log)
     return {"eval_dataset": dataset, "runs": runs}
 
 

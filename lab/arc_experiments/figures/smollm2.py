@@ -32,6 +32,8 @@ from typing import Any
 
 import yaml
 
+from arc_experiments.machine_logs import logs_of
+
 FOLDER = "results/gpu_learning_smollm2"
 CONFIGS = "configs/gpu/smollm2"
 OPD, ONLY = "grpo-opd", "grpo-only"
@@ -144,7 +146,7 @@ def temperature(root: Path, text: str) -> dict[str, Any]:
 
 def _device(root: Path) -> str:
     """`GPU (torch X, vllm Y, trl Z, transformers W)` from the first line of machine 1's queue log."""
-    head = (root / FOLDER / "machine1_queue.log").read_text().splitlines()[0]
+    head = (logs_of(root / FOLDER) / "machine1_queue.log").read_text().splitlines()[0]
     fields = [f.strip() for f in head.split("|")]
     versions = ", ".join(f for f in fields if re.match(r"(torch|vllm|trl|transformers) ", f))
     return f"{fields[-1].split(',')[0]} ({versions})"

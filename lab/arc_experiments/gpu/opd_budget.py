@@ -26,6 +26,8 @@ from pathlib import Path
 
 import yaml
 
+from arc_experiments.machine_logs import logs_of
+
 FOLDER = "results/gpu_learning_smollm2"
 SETUP_S = 180  # the bundle unpacked and the queue started (lab/gpu_box/queue.sh), outside the stages
 CONFIG_S = 20  # an `arc-trl sweep --dry-run` (machines 1-4: 14-23 s); a records or report command: less
@@ -95,13 +97,14 @@ def calibration(root: Path) -> Calibration:
     seconds = json.loads((root / FOLDER / "teachers_results.json").read_text())["stage_seconds"]
     configs = root / "configs" / "gpu" / "smollm2"
     sweep, arms = run_cost(configs / "sweep.yaml", root), run_cost(configs / "arms.yaml", root)
-    t1 = _training_seconds(root / FOLDER / "machine1_queue.log", "sweep", ("shared", "sweep-configs", "sweep-choice"))
-    t2 = _training_seconds(root / FOLDER / "machine2_queue.log", "arms", ("shared", "arms-configs", "arms-report"))
+    logs = logs_of(root / FOLDER)  # the machines' queue logs
+    t1 = _training_seconds(logs / "machine1_queue.log", "sweep", ("shared", "sweep-configs", "sweep-choice"))
+    t2 = _training_seconds(logs / "machine2_queue.log", "arms", ("shared", "arms-configs", "arms-report"))
     per1, per2 = t1 / sweep.runs, t2 / arms.runs
     if sweep.steps != arms.steps or sweep.episodes == arms.episodes:
         raise ValueError("the committed sweep and arms runs no longer separate steps from evaluation episodes")
     episode_s = (per2 - per1) / (arms.episodes - sweep.episodes)
-    lone_s, lone_steps, lone_step_s = _lone_run(root / FOLDER / LONE[0], LONE[1])
+    lone_s, lone_steps, lone_step_s = _lone_run(logs_of(root / FOLDER) / LONE[0], LONE[1])
     return Calibration(seconds["model"] + seconds["student"], (per1 - episode_s * sweep.episodes) / sweep.steps,
                        episode_s, lone_s - lone_steps * lone_step_s, lone_step_s)
 

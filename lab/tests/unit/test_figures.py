@@ -13,6 +13,7 @@ import pytest
 from arc_experiments.figures.catalog import ROOT, SUMMARIES, main, render
 from arc_experiments.figures.smollm2 import exact_pass1
 from arc_experiments.learning.student_t import t_quantile
+from arc_experiments.machine_logs import logs_of
 
 
 @pytest.mark.parametrize("name", sorted(SUMMARIES))
@@ -61,6 +62,7 @@ def test_check_names_the_keys_of_a_stale_summary_and_a_write_makes_it_current(tm
         shutil.copy(ROOT / path, tmp_path / path)
     for folder in ("gpu_fp8", "gpu_multigpu"):  # the FP8 entries' inputs (fp8_layouts: the F8 layouts' records)
         shutil.copytree(ROOT / "results" / folder, tmp_path / "results" / folder)
+        shutil.copytree(ROOT / "lab" / "logs" / folder, tmp_path / "lab" / "logs" / folder)  # their machine logs
     assert main(["step", "--check", "--root", str(tmp_path)]) == 0
     inputs = tmp_path / "results" / "gpu_step_speed" / "summary_inputs.json"
     inputs.write_text(json.dumps({**json.loads(inputs.read_text()), "date": "2026-12-31"}))
@@ -78,15 +80,15 @@ def test_check_names_the_keys_of_a_stale_summary_and_a_write_makes_it_current(tm
 def test_every_input_a_summary_names_is_committed():
     import subprocess
 
-    tracked = set(subprocess.run(["git", "ls-files", "results", "configs/gpu/smollm2"], cwd=ROOT, capture_output=True,
-                                 text=True, check=True).stdout.split())
+    tracked = set(subprocess.run(["git", "ls-files", "results", "lab/logs", "configs/gpu/smollm2"], cwd=ROOT,
+                                 capture_output=True, text=True, check=True).stdout.split())
     steps = json.loads((ROOT / "results" / "gpu_step_speed" / "summary_inputs.json").read_text())
     needed = {p for pair in steps["shapes"].values() for p in pair} | {"results/gpu_step_speed/summary_inputs.json"}
     needed |= {str(p.relative_to(ROOT)) for p in (ROOT / "results" / "gpu_learning").glob("results-machine*.json")}
     folder = Path("results/gpu_learning_smollm2")
     needed |= {str(folder / n) for n in ("teachers_results.json", "sweep_choice.json", "sweep_temperature_choice.json",
-                                         "arms_summary.json", "heldout_check.json", "summary_text.json",
-                                         "machine1_queue.log")}
+                                         "arms_summary.json", "heldout_check.json", "summary_text.json")}
+    needed |= {"lab/logs/gpu_learning_smollm2/machine1_queue.log"}  # its machine log (the GPU and the versions)
     needed |= {str(folder / "arc_agi_1" / f"eval-{m}" / f) for m in ("student", "grpo-only")
                for f in ("metrics.json", "per_attempt.jsonl")}
     assert needed <= tracked, sorted(needed - tracked)
@@ -141,16 +143,17 @@ def test_a_lost_layout_of_a_machines_phases_gets_a_row_from_its_log_unless_only_
     from arc_experiments.figures.multigpu import machine_rows
 
     machine = tmp_path / "results" / "gpu_multigpu" / "7_m"
-    (machine / "logs").mkdir(parents=True)
+    machine.mkdir(parents=True)
+    logs_of(machine).mkdir(parents=True)
     (machine / "machine.json").write_text(_json.dumps({"phases": {"S": {"1gpu-colocate": "0"},
                                                                   "U": {"2gpu-server": "0,1"},
                                                                   "D": {"4gpu-seeds": "0,1,2,3"}}}))
     per_step = [{"step": i + 1, "time/step": t} for i, t in enumerate([70.0, 66.0, 64.0])]
     (machine / "layout_1gpu-colocate.json").write_text(_json.dumps(
         {"layout": "1gpu-colocate", "gpus": 1, "config": "c", "exit_code": 0, "run_summary": {"per_step": per_step}}))
-    (machine / "logs" / "layout-2gpu-server-trainer.log").write_text("{'time/step': '62'}\n{'time/step': '60'}\n")
-    (machine / "logs" / "layout-4gpu-seeds-trainer.log").write_text("{'time/step': '59'}\n")
-    (machine / "logs" / "layout-4gpu-server-trainer.log").write_text("loading\n")  # lost before its first step
+    (logs_of(machine) / "layout-2gpu-server-trainer.log").write_text("{'time/step': '62'}\n{'time/step': '60'}\n")
+    (logs_of(machine) / "layout-4gpu-seeds-trainer.log").write_text("{'time/step': '59'}\n")
+    (logs_of(machine) / "layout-4gpu-server-trainer.log").write_text("loading\n")  # lost before its first step
     (machine / "machine.json").write_text(_json.dumps({"phases": {"S": {"1gpu-colocate": "0"},
                                                                   "U": {"2gpu-server": "0,1"},
                                                                   "D": {"4gpu-seeds": "0,1,2,3"},
@@ -422,19 +425,20 @@ def test_an_fp8_run_its_machine_lost_is_a_row_from_its_trainer_log_with_the_queu
     from arc_experiments.figures import fp8
 
     machine = tmp_path / fp8.FOLDER / "1_h100"
-    (machine / "logs").mkdir(parents=True)
+    machine.mkdir(parents=True)
+    logs_of(machine).mkdir(parents=True)
     steps = [{"step": n, "time/step": 60.0, "time/generate": 30.0, "sampling/importance_sampling_ratio/min": 0.5 / n,
               "sampling/importance_sampling_ratio/mean": 1.0} for n in (1, 2, 3)]
     (machine / "rollout_8b-rollout-bf16.json").write_text(json.dumps({
         "name": "8b-rollout-bf16", "rollout_dtype": "bf16", "kv_cache_dtype": "auto", "exit_code": 0,
         "run_summary": {"per_step": steps}}))
-    (machine / "queue.log").write_text(
+    (logs_of(machine) / "queue.log").write_text(
         "== 8b-rollout-bf16: python -m arc_trl train --config c.yaml --seed 0\n   rc=0 in 322 s\n"
         "== 8b-rollout-fp8-kv: python -m arc_trl train --config c.yaml --vllm_rollout_dtype fp8 "
         "--vllm_kv_cache_dtype fp8 --output_dir /tmp/x\n"
         "== 8b-rollout-fp8: python -m arc_trl train --vllm_rollout_dtype fp8\n")  # started, no log: no row
-    (machine / "logs" / "8b-rollout-bf16.log").write_text("{'time/step': '1'}\n")  # recorded: its record counts
-    (machine / "logs" / "8b-rollout-fp8-kv.log").write_text(
+    (logs_of(machine) / "8b-rollout-bf16.log").write_text("{'time/step': '1'}\n")  # recorded: its record counts
+    (logs_of(machine) / "8b-rollout-fp8-kv.log").write_text(
         " 33%|  | 1/3 {'loss': '0', 'time/generate': '25.5', 'time/step': '55.3', 'memory/device_peak_gib': '52.1'}\n"
         " 67%|  | 2/3 {'loss': '0', 'time/generate': '24', 'time/step': '50.0',"
         " 'sampling/importance_sampling_ratio/min': '1e-20', 'memory/device_peak_gib': '53'}\n")
@@ -445,7 +449,7 @@ def test_an_fp8_run_its_machine_lost_is_a_row_from_its_trainer_log_with_the_queu
     assert (lost["rollout_dtype"], lost["kv_cache_dtype"], lost["exit_code"]) == ("fp8", "fp8", None)
     assert lost["steps_measured"] == 1 and lost["generate_s"] == 24.0 and lost["step_s"] == 50.0  # step 2 only
     assert lost["generate_speedup_vs_bf16"] == 1.25 and lost["peak_gib"] == 53.0 and lost["is_ratio_min"] == 1e-20
-    assert lost["log"] == "1_h100/logs/8b-rollout-fp8-kv.log" and "after 2 logged step(s)" in lost["note"]
+    assert lost["log"] == "lab/logs/gpu_fp8/1_h100/8b-rollout-fp8-kv.log" and "after 2 logged step(s)" in lost["note"]
 
 
 def test_fp8_profile_runs_are_rows_without_their_profiled_step_and_without_a_baseline_on_a_machine_with_none(
@@ -456,28 +460,29 @@ def test_fp8_profile_runs_are_rows_without_their_profiled_step_and_without_a_bas
     from arc_experiments.figures import fp8
 
     machine = tmp_path / fp8.FOLDER / "3_h200x4"
-    (machine / "logs").mkdir(parents=True)
+    machine.mkdir(parents=True)
+    logs_of(machine).mkdir(parents=True)
     command = ("python benchmarks/profile_step.py --out /o/{0}.json --torch-profile-step 3 -- --config c.yaml "
                "--vllm_rollout_dtype fp8{1} --output_dir /r")
-    (machine / "queue-b.log").write_text(
+    (logs_of(machine) / "queue-b.log").write_text(
         f"== build-8b: python -m arc_trl build-tiny-model\n== profile_8b-rollout-fp8: "
         f"{command.format('profile_8b-rollout-fp8', '')}\n   rc=0 in 656 s\n"
         f"== profile_8b-rollout-fp8-kv: {command.format('profile_8b-rollout-fp8-kv', ' --vllm_kv_cache_dtype fp8')}\n")
     steps = [{"step": n, "time/step": 50.0 + n, "time/generate": 25.0 + n} for n in (1, 2, 3)]
     (machine / "profile_8b-rollout-fp8.json").write_text(json.dumps({"run_summary": {"per_step": steps}}))
-    (machine / "logs" / "profile_8b-rollout-fp8-kv.log").write_text(
+    (logs_of(machine) / "profile_8b-rollout-fp8-kv.log").write_text(
         " 33%| 1/3 {'time/generate': '26', 'time/step': '54'}\n 67%| 2/3 {'time/generate': '25', 'time/step': '53'}\n")
     rows = {row["name"]: row for row in fp8.machine_rows(machine)}
     weights, kv = rows["profile_8b-rollout-fp8"], rows["profile_8b-rollout-fp8-kv"]
     assert (weights["steps_measured"], weights["generate_s"], weights["step_s"], weights["exit_code"]) == (
         1, 27.0, 52.0, 0)  # step 2: step 1 warms up, step 3 ran under the profiler
     assert (kv["kv_cache_dtype"], kv["steps_measured"], kv["generate_s"], kv["exit_code"]) == ("fp8", 1, 25.0, None)
-    assert "after 2 logged step(s)" in kv["note"] and kv["log"] == "3_h200x4/logs/profile_8b-rollout-fp8-kv.log"
+    assert "after 2 logged step(s)" in kv["note"] and kv["log"] == "lab/logs/gpu_fp8/3_h200x4/profile_8b-rollout-fp8-kv.log"
     assert all(r["baseline"] is None and r["generate_speedup_vs_bf16"] is None for r in rows.values())
-    (machine / "queue-c.log").write_text(  # the same run in a later queue: one row; a run with no step: none
+    (logs_of(machine) / "queue-c.log").write_text(  # the same run in a later queue: one row; a run with no step: none
         f"== profile_8b-rollout-fp8: {command.format('profile_8b-rollout-fp8', '')}\n"
         f"== profile_8b-rollout-bf16: {command.format('profile_8b-rollout-bf16', '')}\n")
-    (machine / "logs" / "profile_8b-rollout-bf16.log").write_text("Loading weights\n")
+    (logs_of(machine) / "profile_8b-rollout-bf16.log").write_text("Loading weights\n")
     assert [row["name"] for row in fp8.machine_rows(machine)] == ["profile_8b-rollout-fp8", "profile_8b-rollout-fp8-kv"]
 
 

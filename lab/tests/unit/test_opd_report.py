@@ -215,6 +215,9 @@ def test_the_smollm2_summary_carries_the_figures_once_the_records_are_committed(
     root = Path(__file__).resolve().parents[3]
     for folder in (smollm2.FOLDER, smollm2.CONFIGS):
         shutil.copytree(root / folder, tmp_path / folder)
+    queue_log = Path("lab/logs/gpu_learning_smollm2/machine1_queue.log")  # the GPU and the versions
+    (tmp_path / queue_log).parent.mkdir(parents=True)
+    shutil.copy(root / queue_log, tmp_path / queue_log)
     shutil.rmtree(tmp_path / smollm2.FOLDER / "opd")  # the committed records (validation only) give way to a whole run
     without = smollm2.summary(tmp_path)
     assert not {"arms", "teacher_gaps"} & set(without)  # no records: the summary of the first experiment alone
