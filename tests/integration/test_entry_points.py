@@ -45,7 +45,7 @@ COMMANDS = _commands()
 
 
 def _help(command: list[str]) -> subprocess.CompletedProcess:
-    env = os.environ | {"PYTHONPATH": str(ROOT)}
+    env = os.environ | {"PYTHONPATH": os.pathsep.join([str(ROOT), str(ROOT / "lab")])}  # lab/: the experiments
     return subprocess.run([*command, "--help"], cwd=ROOT, env=env, capture_output=True, text=True, timeout=300)
 
 
@@ -69,9 +69,9 @@ def test_help_exits_zero_with_a_usage_line(name, helps):
 def test_every_module_with_a_main_block_is_in_the_list():
     """A new `python -m` command gets its --help run here (arc_trl/cli/*: through `arc-trl SUBCOMMAND`)."""
     found = set()
-    for package in ("arc_trl", "arc_experiments"):
-        for path in (ROOT / package).rglob("*.py"):
+    for base in (ROOT / "arc_trl", ROOT / "lab" / "arc_experiments"):
+        for path in base.rglob("*.py"):
             if '__name__ == "__main__"' in path.read_text() and "cli" not in path.parts:
-                module = ".".join(path.relative_to(ROOT).with_suffix("").parts)
+                module = ".".join(path.relative_to(base.parent).with_suffix("").parts)
                 found.add(module.removesuffix(".__main__"))
     assert found - _COVERED_ELSEWHERE == set(_MAINS) - {"arc_trl.cli.main"}

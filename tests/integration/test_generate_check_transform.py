@@ -48,7 +48,7 @@ def test_episodes_the_check_submitted_are_scored_as_solved(tiny_model_dir, tmp_p
 
 
 def test_a_shared_engine_that_samples_otherwise_than_the_folder_asks_is_refused(tiny_model_dir, tmp_path, capsys):
-    """One engine serves several folders (arc_experiments/coder): a folder asking for another temperature than the
+    """One engine serves several folders (lab/arc_experiments/coder): a folder asking for another temperature than the
     engine samples with would record settings its attempts were not made with."""
     import argparse
 
@@ -68,7 +68,7 @@ def test_a_shared_engine_that_samples_otherwise_than_the_folder_asks_is_refused(
 
 def test_a_folder_generated_without_scores_is_scored_by_another_process_as_generate_would(tiny_model_dir, tmp_path,
                                                                                           capsys):
-    """arc_experiments/coder scores a folder in a process of its own (`score-folder`) while the engine goes on: the
+    """lab/arc_experiments/coder scores a folder in a process of its own (`score-folder`) while the engine goes on: the
     scores are those `generate` writes itself, and a folder with attempts missing is refused (no engine there)."""
     import argparse
 

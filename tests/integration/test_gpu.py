@@ -1,5 +1,5 @@
 """GPU checks (skipped without CUDA; CI has none). The full GPU runs are `python -m arc_experiments.gpu STAGE --out DIR`
-(arc_experiments/gpu; `--list` names the stages)."""
+(lab/arc_experiments/gpu; `--list` names the stages)."""
 
 from __future__ import annotations
 

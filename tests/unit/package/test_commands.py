@@ -4,8 +4,8 @@ spelling in the docs.
 - `arc-trl --help` lists every subcommand, and each subcommand's module exists (each one's own `--help` runs in
   tests/integration/test_entry_points.py);
 - a `scripts/*.py` shim runs the subcommand of its name (the same function), and exists only where a path is needed;
-- README.md, docs/*.md and results/README.md never teach `python scripts/X.py`: every `arc-trl X` and
-  `python -m arc_trl X` they show is a subcommand, every `python -m arc_experiments...` a module of the checkout, and
+- README.md, docs/*.md, results/README.md and the lab's pages (lab/README.md, lab/docs/*.md) never teach `python scripts/X.py`: every `arc-trl X` and
+  `python -m arc_trl X` they show is a subcommand, every `python -m arc_experiments...` a module of the checkout's lab/, and
   every `scripts/...` file they name exists.
 """
 
@@ -25,7 +25,8 @@ ROOT = Path(__file__).resolve().parents[3]
 SHIMS = {
     "train": "accelerate launch takes a script path (and arc-trl serve / HTCondor jobs launch it)",
 }
-DOCS = sorted([ROOT / "README.md", ROOT / "results" / "README.md", *(ROOT / "docs").glob("*.md")])
+DOCS = sorted([ROOT / "README.md", ROOT / "results" / "README.md", *(ROOT / "docs").glob("*.md"),
+               ROOT / "lab" / "README.md", *(ROOT / "lab" / "docs").glob("*.md")])  # the lab's pages too
 
 
 def test_arc_trl_help_lists_every_subcommand_and_each_module_exists(capsys):
@@ -81,7 +82,7 @@ def test_docs_spell_every_command_as_it_is_today(page):
             if sub not in SUBCOMMANDS:
                 problems.append(f"`arc-trl {sub}`: no such subcommand")
         for module in re.findall(r"-m (arc_experiments[\w.]*)", code):
-            base = ROOT.joinpath(*module.split("."))
+            base = ROOT.joinpath("lab", *module.split("."))  # the lab's package (lab/README.md)
             if not (base.with_suffix(".py").is_file() or (base / "__main__.py").is_file()):
                 problems.append(f"`python -m {module}`: no such module in the checkout")
     for path in re.findall(r"(?<![\w$/.-])(scripts/[\w./-]+\.(?:py|sh))", text):

@@ -1,0 +1,62 @@
+#!/usr/bin/env bash
+# The code-model experiment (python -m arc_experiments.coder) on a one-GPU machine reached through calls that each
+# carry <= 64 MiB: the GPU bundle (shared/gpu-bundle/build.sh) and the models' wheels travel as ferry chunks, one a
+# call, while the queue runs detached from a copy of the checkout (a call re-lays the working tree).
+#   here, once:   python3 lab/gpu_box/ferry.py pack .gpu BUNDLE_DIR [CARRY_DIR] WHEELS_05_DIR WHEELS_15_DIR
+#                 (BUNDLE_DIR holds part.00.., named bundle/; CARRY_DIR, named carry/, *.tar files an earlier machine's
+#                 collect-model sent back; the wheel folders named wheels/; in this order)
+#   each call:    bash lab/gpu_box/coder.sh stash .gpu/NNN [start|status|collect $OUT]   (carry .gpu/NNN)
+#     start:      once the bundle (and carry/) are whole (ferry.py assemble says so): unpack the bundle,
+#                 copy the checkout to /tmp/arc-src, start the queue (it assembles later chunks itself); ONLY=a,b
+#                 runs only those stages (python -m arc_experiments.coder list); results/coder/choice.json, when
+#                 committed, stands for the 0.5B's harness arms; results/coder/carry/*.tar.gz (whole folders an
+#                 earlier machine generated, e.g. the 1.5B's zero-shot train folder that its warm start reads) are
+#                 unpacked into the work folder first
+#     status:     the queue's progress lines and the GPU's memory
+#     collect:    the records (no weights) packed into $OUT (<= 4 parts of 15 MiB) and the queue's log
+#     collect-model $OUT MODEL K: call K's 4 parts of the warm-started MODEL's LoRA adapter (python -m
+#                 arc_experiments.coder pack-model); here `cat warm-MODEL-model.tar.part* > CARRY_DIR/warm-MODEL-model.tar`
+# Make the calls back to back: an idle machine is taken back ~30 s after a call ends, and the queue with it.
+set -uo pipefail
+export PYTHONUNBUFFERED=1 VLLM_USE_FLASHINFER_SAMPLER=0 NCCL_NVLS_ENABLE=0
+FERRY=/tmp/ferry-out WORK=/tmp/coder SRC=/tmp/arc-src
+while [ $# -gt 0 ]; do
+  case "$1" in
+    stash) python3 lab/gpu_box/ferry.py stash "$2" | tail -1; shift 2 ;;
+    start)
+      python3 lab/gpu_box/ferry.py assemble $FERRY > /tmp/assemble.txt; head -3 /tmp/assemble.txt
+      if grep -qE "waiting: (bundle|carry)/" /tmp/assemble.txt || ! ls $FERRY/bundle/part.* > /dev/null 2>&1; then
+        echo "start: the bundle (or carry/) is not whole yet"; exit 2; fi
+      if [ ! -d /tmp/site/vllm ]; then mkdir -p /tmp/site && cat $FERRY/bundle/part.* | xz -d -T8 | tar -x -C /tmp/site \
+        || exit 2; fi
+      if [ -f $WORK/pid ] && kill -0 "$(cat $WORK/pid)" 2>/dev/null; then echo "start: the queue runs already"
+      else
+        mkdir -p $SRC $WORK && tar --exclude=./.gpu -cf - . | tar -x -C $SRC  # the running queue's code stays
+        for t in results/coder/carry/*.tar.gz; do  # folders an earlier machine made (full, unslimmed): not redone
+          [ -f "$t" ] && tar -xzf "$t" -C $WORK --skip-old-files && echo "start: $t unpacked into $WORK"; done
+        for t in $FERRY/carry/*.tar; do  # e.g. warm/qwen15/model (an adapter collect-model sent back): not retrained
+          [ -f "$t" ] && tar -xf "$t" -C $WORK --skip-old-files && echo "start: $t unpacked into $WORK"; done
+        here=$PWD; cd $SRC; export PYTHONPATH=/tmp/site:$SRC/lab:$SRC PATH=/tmp/site/bin:$PATH
+        choice=""; [ -f results/coder/choice.json ] && choice="--choice $SRC/results/coder/choice.json"  # measured once
+        only=""; [ -n "${ONLY:-}" ] && only="--only $ONLY"  # e.g. ONLY=import-qwen05,zero-shot-qwen05,warm-qwen05
+        setsid nohup python3 -m arc_experiments.coder run --work $WORK --wheels $FERRY/wheels $choice $only \
+          --assemble "python3 $SRC/lab/gpu_box/ferry.py assemble $FERRY" > $WORK/queue.log 2>&1 < /dev/null &
+        echo $! > $WORK/pid; disown; cd "$here"
+        echo "start: queue started (pid $(cat $WORK/pid))"
+      fi
+      shift ;;
+    status)
+      grep -E '^[0-9]{2}:[0-9]{2}:[0-9]{2} ' $WORK/queue.log 2>/dev/null | tail -12
+      kill -0 "$(cat $WORK/pid 2>/dev/null)" 2>/dev/null && echo "(queue running)" || echo "(queue ended)"
+      nvidia-smi --query-gpu=memory.used,utilization.gpu --format=csv,noheader; shift ;;
+    collect)
+      out=$2; mkdir -p "$out"
+      (cd $SRC && PYTHONPATH=/tmp/site:$SRC/lab:$SRC python3 -m arc_experiments.coder pack --work $WORK --out "$out")
+      grep -E '^[0-9]{2}:[0-9]{2}:[0-9]{2} ' $WORK/queue.log > "$out/queue-lines.log" 2>/dev/null; ls -la "$out"
+      shift 2 ;;
+    collect-model)
+      (cd $SRC && PYTHONPATH=/tmp/site:$SRC/lab:$SRC python3 -m arc_experiments.coder pack-model --work $WORK --model "$3" \
+        --out "$2" --call "$4"); ls -la "$2"; shift 4 ;;
+    *) echo "unknown verb $1"; exit 2 ;;
+  esac
+done
