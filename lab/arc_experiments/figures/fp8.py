@@ -217,6 +217,8 @@ def sync_checks(machines: list[Path]) -> dict[str, Any]:
                     "what": what, "passed": check["passed"], "premise_weights_moved": check["premise_weights_moved"],
                     "synced_vs_fresh_fp8_max_abs_logp": check.get("synced_vs_fresh_fp8_max_abs_logp"),
                     "fresh_fp8_vs_bf16_max_abs_logp": check.get("fresh_fp8_vs_bf16_max_abs_logp"),
+                    "fresh_fp8_vs_bf16_untaught_max_abs_logp": check.get("fresh_fp8_vs_bf16_untaught_max_abs_logp"),
+                    "discriminates": check.get("discriminates"),  # the check could fail (a bf16 engine fails it)
                     "sync_error": check.get("sync_error"), "device": check["device"], "vllm": check["vllm"]}
     return found
 
