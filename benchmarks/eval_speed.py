@@ -5,7 +5,7 @@ same prompts, sampling settings and token cap, on one engine.
 
 The prompts are the program-mode prompts (configs/prompts/coder-program.yaml, one turn: the only episodes plain
 `generate` can play too) of the first `--tasks` of the 100 validation tasks of ARC-AGI-1 training
-(arc_experiments/coder/plan.py), each `--n` times. Arms, in this order, each after `reset_prefix_cache` (no arm
+(lab/arc_experiments/coder/plan.py), each `--n` times. Arms, in this order, each after `reset_prefix_cache` (no arm
 reuses another's cache; within an arm the n copies of a prompt share it):
 
 - `vllm_generate`: every request in one `LLM.generate` call (the ceiling);

@@ -12,7 +12,11 @@ cd "$(dirname "$0")/.."
 PY=${PYTHON:-python3}
 VENV=${VENV:-.venv}
 stamp="$VENV/.arc-trl-setup-$(sha1sum pyproject.toml scripts/setup_env.sh | sha1sum | cut -c1-12)"
-if [ -f "$stamp" ]; then exit 0; fi
+lab_pth() {  # every run, also when nothing else is redone: the checkout may have moved since the venv was made
+  site=$("$VENV/bin/python" -c 'import sysconfig; print(sysconfig.get_paths()["purelib"])')
+  echo "$PWD/lab" > "$site/arc_trl_lab.pth"
+}
+if [ -f "$stamp" ]; then lab_pth; exit 0; fi
 echo "[setup] creating $VENV (one-time, ~2 min)"
 [ -d "$VENV" ] || "$PY" -m venv "$VENV"
 "$VENV/bin/pip" install -q --upgrade pip
@@ -20,7 +24,6 @@ echo "[setup] creating $VENV (one-time, ~2 min)"
 "$VENV/bin/pip" install -q -e ".[cpu,dev]"
 "$VENV/bin/pip" uninstall -y -q torchvision torchaudio torchcodec 2>/dev/null || true
 "$VENV/bin/python" -c "import torch, vllm, trl, arc_trl; print('[setup] torch', torch.__version__, '| vllm', vllm.__version__, '| trl', trl.__version__)"
-site=$("$VENV/bin/python" -c 'import sysconfig; print(sysconfig.get_paths()["purelib"])')
-echo "$PWD/lab" > "$site/arc_trl_lab.pth"
+lab_pth
 rm -f "$VENV"/.arc-trl-setup-*
 touch "$stamp"

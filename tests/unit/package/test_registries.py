@@ -26,7 +26,7 @@ from arc_trl.rewards.modes import REWARD_MODE_REGISTRY, REWARD_MODES
 
 ROOT = Path(__file__).resolve().parents[3]
 PACKAGE = ROOT / "arc_trl"
-USERS = [PACKAGE, ROOT / "arc_experiments", ROOT / "scripts", ROOT / "benchmarks"]  # where the names are imported
+USERS = [PACKAGE, ROOT / "lab" / "arc_experiments", ROOT / "scripts", ROOT / "benchmarks"]  # where the names are imported
 
 
 @dataclass(frozen=True)
