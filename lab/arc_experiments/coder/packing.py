@@ -17,7 +17,7 @@ from arc_experiments.coder.scoring import say
 
 KEEP = ("metrics.json", "pass_at_k.json", "sampling.json", "per_attempt.jsonl", "completions.jsonl", "metrics.md",
         "choice.json", "score_argv.json", "timeline.jsonl", "speed.json", "transcripts.jsonl", "arc_trl_import.json",
-        "trainer_state.json")
+        "trainer_state.json", "run_summary.json", "collapse_guard.jsonl", "arc_trl_config.json")
 PART_BYTES = 15 * 1024 * 1024
 PARTS_PER_CALL = 4  # 64 MiB a call, all files together (the device's limit; measured: a fifth part was left out)
 

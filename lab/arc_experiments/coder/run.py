@@ -30,6 +30,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from arc_experiments.coder.grpo import grpo_stages
 from arc_experiments.coder.packing import pack, pack_model
 from arc_experiments.coder.plan import (ARMS, EVAL, MODELS, N_HARNESS, N_ZERO_SHOT, ROOT, TRAIN,
                                         Arm, choose_arm, generate_argv, validation_ids)
@@ -187,13 +188,13 @@ def harness(work: Work, model: str) -> int:
     return code
 
 
-def zero_shot(work: Work, model: str) -> int:
-    """The chosen harness on both splits: the training split first (its scores choose the warm start's
+def zero_shot(work: Work, model: str, splits: tuple[str, ...] = ("train", "eval")) -> int:
+    """The chosen harness on `splits`: the training split first (its scores choose the warm start's
     transcripts, while the evaluation split generates)."""
     arm = chosen(work)
     jobs = [(work.path("zero-shot", model, split), generate_argv(work.path("models", model), arm, dataset,
                                                                   work.path("zero-shot", model, split), N_ZERO_SHOT),
-             N_ZERO_SHOT) for split, dataset in (("train", TRAIN), ("eval", EVAL))]
+             N_ZERO_SHOT) for split, dataset in (("train", TRAIN), ("eval", EVAL)) if split in splits]
     return generate_folders(work, f"zero-shot-{model}", work.path("models", model), jobs, background_score=True)
 
 
@@ -274,13 +275,16 @@ def stages(work: Work) -> list[tuple[str, Callable[[], bool], Callable[[], int]]
     has = lambda m: (work.path("models", m, "model.safetensors")).exists()  # noqa: E731
     chose = lambda: work.path("choice.json").exists()  # noqa: E731
 
-    def warm_ready(m: str) -> bool:  # the model imported, its zero-shot training folder (maybe carried in) scored
-        return has(m) and folder_done(work.path("zero-shot", m, "train"), work.scaled([], N_ZERO_SHOT)[1])
+    def warm_ready(m: str) -> bool:  # the model imported; its transcripts, or the zero-shot training folder they
+        # come from, scored (either may be carried in: results/coder/carry)
+        return has(m) and ((work.path("warm", m, "transcripts.jsonl")).exists()
+                           or folder_done(work.path("zero-shot", m, "train"), work.scaled([], N_ZERO_SHOT)[1]))
 
     return [
         ("import-qwen05", lambda: has("qwen05") or wheels_ready(work, "qwen05"), lambda: import_model(work, "qwen05")),
         ("harness-qwen05", lambda: has("qwen05"), lambda: harness(work, "qwen05")),
         ("zero-shot-qwen05", chose, lambda: zero_shot(work, "qwen05")),
+        ("zero-shot-train-qwen05", lambda: has("qwen05") and chose(), lambda: zero_shot(work, "qwen05", ("train",))),
         ("import-qwen15", lambda: has("qwen15") or wheels_ready(work, "qwen15"), lambda: import_model(work, "qwen15")),
         ("zero-shot-qwen15", lambda: has("qwen15") and chose(), lambda: zero_shot(work, "qwen15")),
         ("harness-qwen15", lambda: has("qwen15") and chose(), lambda: harness(work, "qwen15")),
@@ -289,6 +293,7 @@ def stages(work: Work) -> list[tuple[str, Callable[[], bool], Callable[[], int]]
         ("speed", lambda: any(map(has, MODELS)), lambda: speed(work)),
         ("warm-train-qwen05", lambda: warm_ready("qwen05"), lambda: warm(work, "qwen05", ("train",))),
         ("warm-train-qwen15", lambda: warm_ready("qwen15"), lambda: warm(work, "qwen15", ("train",))),
+        *grpo_stages(work, warm_ready, sys.modules[__name__]),  # issue 60: GRPO and OPD from the warm starts
     ]
 
 

@@ -1,0 +1,34 @@
+"""One GRPO + OPD stage of issue 60 played on CPU (`--smoke` sizes) with a tiny random model standing in for both warm
+starts (the teacher another seed's weights, one tokenizer): configs/coder/grpo-qwen05.yaml with the stage's arguments parses, loads the 300 training tasks' prompts and
+trains a step with the teacher term live, before a GPU machine is spent on it."""
+
+from __future__ import annotations
+
+import json
+import shutil
+
+import pytest
+
+from arc_experiments.coder import grpo
+from arc_experiments.coder import run as queue
+from arc_trl.models.tiny_model import TinyModelSpec, build_tiny_model
+
+
+@pytest.mark.slow
+def test_the_opd_arm_trains_a_step_on_arc_training_tasks_with_the_teacher_live(tmp_path):
+    models = {"qwen05": build_tiny_model(tmp_path / "student"),  # one tokenizer, two different sets of weights
+              "qwen15": build_tiny_model(tmp_path / "teacher", TinyModelSpec(seed=1))}
+    work = queue.Work(tmp_path / "work", tmp_path / "wheels", smoke=True)
+    work.root.mkdir(parents=True)
+    shutil.copy(grpo.ROOT / "results" / "coder" / "choice.json", work.path("choice.json"))  # the committed harness
+    for model, folder in models.items():  # trained folders: warm_model serves them as they are
+        shutil.copytree(folder, work.path("warm", model, "model"))
+        work.path("warm", model, "transcripts.jsonl").write_text("{}\n")
+
+    assert grpo.grpo(work, "grpo-opd", 0, queue) == 0, work.log("grpo-qwen05-grpo-opd-s0").read_text()[-3000:]
+    out = work.path("grpo", "grpo-opd-s0")
+    logs = [h for h in json.loads((out / "trainer_state.json").read_text())["log_history"] if "reward" in h]
+    assert len(logs) == 1 and logs[0]["teacher_missing_frac"] == 0.0 and logs[0]["teacher_kl"] > 0.0, logs
+    config = json.loads((out / "arc_trl_config.json").read_text())["arc"]
+    assert config["teacher_tau"] == grpo.TEACHER_TAU and config["check_transform"] is True, config
+    assert (out / "run_summary.json").exists()
