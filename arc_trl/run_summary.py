@@ -64,6 +64,8 @@ def summarise(trainer, started: float) -> dict:
         "checkpoint": get_last_checkpoint(trainer.args.output_dir) if os.path.isdir(trainer.args.output_dir) else None,
         "rollouts": rollouts if os.path.isdir(rollouts) else None,
         "collapse_rollbacks": getattr(trainer, "collapse_rollbacks", 0),
+        # max_train_seconds: the step after which the budget ended training (None: it did not, or no budget)
+        "time_budget_stop_step": getattr(getattr(trainer, "time_budget", None), "stopped_at_step", None),
         # async_rollouts: 1: background rollouts dropped in the run (stale, other rows, failed, discarded), in all
         "async_dropped_rollouts": getattr(getattr(trainer, "async_rollouts", None), "dropped", None),
         "last_log": history[-1] if history else None,

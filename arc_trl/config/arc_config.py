@@ -183,6 +183,14 @@ class ArcConfig:
     teacher_max_retries: int = field(default=3, metadata={"help": "Retries before a teacher server error is fatal."})
     teacher_batch_size: int = field(default=8, metadata={"help": "Sequences per teacher forward/request."})
 
+    # --- budget ------------------------------------------------------------------------------------------------
+    max_train_seconds: float | None = field(
+        default=None,
+        metadata={"help": "Wall-clock budget of train(), seconds: training ends after the first optimizer step past "
+                  "it, saved as after a normal end (the learning-rate schedule stays max_steps'; the run summary's "
+                  "time_budget_stop_step says where). Rollbacks of the collapse guard count against it. null: none."},
+    )
+
     # --- in-training evaluation on the trainer's eval_dataset (arc_trl/eval/callback.py, docs/evaluation.md) -----
     eval_every_steps: int = field(
         default=0, metadata={"help": "Play the held-out tasks (the trainer's eval_dataset; arc-trl train: the "
@@ -315,6 +323,8 @@ class ArcConfig:
         kv_cache_memory_kwargs(self.vllm_kv_cache_memory_gib)  # > 0, or None
         if not self.vllm_request_timeout_s > 0:
             raise ValueError(f"vllm_request_timeout_s must be > 0 (seconds), got {self.vllm_request_timeout_s}")
+        if self.max_train_seconds is not None and not self.max_train_seconds > 0:
+            raise ValueError(f"max_train_seconds must be > 0 (seconds) or null, got {self.max_train_seconds}")
         if self.max_turns < 1:
             raise ValueError(f"max_turns must be >= 1, got {self.max_turns}")
         if self.agent_mode == "program":

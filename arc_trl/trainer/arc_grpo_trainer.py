@@ -57,6 +57,7 @@ from arc_trl.run_summary import print_train_summary
 from arc_trl.integrations.rope_precision import restore_fp32_rope
 from arc_trl.trainer.sampling_mismatch import importance_sampling_ratio
 from arc_trl.trainer.step_timing import StepBudget, StepBudgetCallback, StepClock, TimedPool, timed_method
+from arc_trl.trainer.time_budget import TimeBudgetCallback
 from arc_trl.opd.backends import build_teacher
 from arc_trl.trainer.teacher_term import TEACHER_LOGPS, TeacherTerm
 from arc_trl.integrations.trl_internals import (
@@ -212,6 +213,9 @@ class ArcGRPOTrainer(GRPOTrainer):
         self.no_signal = NoLearningSignalCallback(arc.no_signal_warn_steps) if arc.no_signal_warn_steps > 0 else None
         if self.no_signal is not None:  # warns when every group's rewards have been equal for that many steps
             self.add_callback(self.no_signal)
+        self.time_budget = TimeBudgetCallback(arc.max_train_seconds) if arc.max_train_seconds else None
+        if self.time_budget is not None:  # max_train_seconds: its clock starts in train(), rollbacks included
+            self.add_callback(self.time_budget)
         self.run_summary: dict | None = None  # what the last train() did (run_summary.py), on the main process
         self.wandb_episodes = WandbEpisodes(arc.wandb_episodes_every_steps, arc.wandb_episodes, args.num_generations)
         # a drop at the end of a train() call is logged as an entry of its own (Trainer.log, not GRPOTrainer's, which
@@ -235,6 +239,8 @@ class ArcGRPOTrainer(GRPOTrainer):
                 return train_once(resume_from_checkpoint=resume, trial=trial, **kwargs)
 
         started = time.time()
+        if self.time_budget is not None:
+            self.time_budget.start()
         result = train_with_guard(self, resume_from_checkpoint, once)
         if self.accelerator.is_main_process:  # what the run did, in a few lines (arc_trl/run_summary.py)
             self.run_summary = print_train_summary(self, started)

@@ -1,5 +1,6 @@
 """A wall-clock budget for a Trainer's `train()`: training ends after the first optimizer step that finishes past
-it (the model is then saved as after a normal end; the schedule is not shortened). Under several processes the
+it (the model is then saved as after a normal end; the schedule is not shortened). `arc-trl sft` and `arc-trl train`
+(`max_train_seconds`) use it. Under several processes the
 ranks stop at the same step: one past the budget stops them all (a rank that stopped alone would leave the others
 waiting in a collective)."""
 
@@ -37,8 +38,15 @@ class TimeBudgetCallback(TrainerCallback):
         self.started: float | None = None
         self.stopped_at_step: int | None = None
 
-    def on_train_begin(self, args, state, control, **kwargs):
+    def start(self) -> None:
+        """Start (or restart) the clock: a caller whose train() calls Trainer.train several times (the collapse
+        guard's rollbacks) starts it once, before the first."""
         self.started = self.clock()
+        self.stopped_at_step = None
+
+    def on_train_begin(self, args, state, control, **kwargs):
+        if self.started is None:
+            self.start()
 
     def on_step_end(self, args, state, control, **kwargs):
         past = self.started is not None and self.clock() - self.started >= self.seconds

@@ -16,10 +16,15 @@
 #     collect:    the records (no weights) packed into $OUT (<= 4 parts of 15 MiB) and the queue's log
 #     collect-model $OUT MODEL K: call K's 4 parts of the warm-started MODEL's LoRA adapter (python -m
 #                 arc_experiments.coder pack-model); here `cat warm-MODEL-model.tar.part* > CARRY_DIR/warm-MODEL-model.tar`
+#   lanes:        LANE=b ONLY=... bash lab/gpu_box/coder.sh start   a second queue beside the first, same work folder
+#                 (its own pid and log; PATIENT=SECONDS, default 1800, it waits for what the other lane makes; a warm
+#                 start being made by one lane is waited for by the other); status and collect see every lane
+#   GRPO_DEADLINE=UNIX_SECONDS: every GRPO run ends by then (arc_experiments/coder/grpo.py: --max_train_seconds)
 # Make the calls back to back: an idle machine is taken back ~30 s after a call ends, and the queue with it.
 set -uo pipefail
 export PYTHONUNBUFFERED=1 VLLM_USE_FLASHINFER_SAMPLER=0 NCCL_NVLS_ENABLE=0
 FERRY=/tmp/ferry-out WORK=/tmp/coder SRC=/tmp/arc-src
+lane=${LANE:+-$LANE}  # "" (the first queue) or -NAME
 while [ $# -gt 0 ]; do
   case "$1" in
     stash) python3 lab/gpu_box/ferry.py stash "$2" | tail -1; shift 2 ;;
@@ -29,9 +34,10 @@ while [ $# -gt 0 ]; do
         echo "start: the bundle (or carry/) is not whole yet"; exit 2; fi
       if [ ! -d /tmp/site/vllm ]; then mkdir -p /tmp/site && cat $FERRY/bundle/part.* | xz -d -T8 | tar -x -C /tmp/site \
         || exit 2; fi
-      if [ -f $WORK/pid ] && kill -0 "$(cat $WORK/pid)" 2>/dev/null; then echo "start: the queue runs already"
+      if [ -f $WORK/pid$lane ] && kill -0 "$(cat $WORK/pid$lane)" 2>/dev/null; then echo "start: the queue runs already"
       else
-        mkdir -p $SRC $WORK && tar --exclude=./.gpu -cf - . | tar -x -C $SRC  # the running queue's code stays
+        mkdir -p $SRC $WORK  # copied once: a running lane's code stays as it started
+        [ -f $SRC/.copied ] || { tar --exclude=./.gpu -cf - . | tar -x -C $SRC && touch $SRC/.copied; }
         for t in results/coder/carry/*.tar.gz; do  # folders an earlier machine made (full, unslimmed): not redone
           [ -f "$t" ] && tar -xzf "$t" -C $WORK --skip-old-files && echo "start: $t unpacked into $WORK"; done
         for t in $FERRY/carry/*.tar; do  # e.g. warm/qwen15/model (an adapter collect-model sent back): not retrained
@@ -39,20 +45,24 @@ while [ $# -gt 0 ]; do
         here=$PWD; cd $SRC; export PYTHONPATH=/tmp/site:$SRC/lab:$SRC PATH=/tmp/site/bin:$PATH
         choice=""; [ -f results/coder/choice.json ] && choice="--choice $SRC/results/coder/choice.json"  # measured once
         only=""; [ -n "${ONLY:-}" ] && only="--only $ONLY"  # e.g. ONLY=import-qwen05,zero-shot-qwen05,warm-qwen05
-        setsid nohup python3 -m arc_experiments.coder run --work $WORK --wheels $FERRY/wheels $choice $only \
-          --assemble "python3 $SRC/lab/gpu_box/ferry.py assemble $FERRY" > $WORK/queue.log 2>&1 < /dev/null &
-        echo $! > $WORK/pid; disown; cd "$here"
-        echo "start: queue started (pid $(cat $WORK/pid))"
+        patient=""; [ -n "$lane" ] && patient="--patient ${PATIENT:-1800}"
+        setsid nohup python3 -m arc_experiments.coder run --work $WORK --wheels $FERRY/wheels $choice $only $patient \
+          --assemble "python3 $SRC/lab/gpu_box/ferry.py assemble $FERRY" > $WORK/queue$lane.log 2>&1 < /dev/null &
+        echo $! > $WORK/pid$lane; disown; cd "$here"
+        echo "start: queue$lane started (pid $(cat $WORK/pid$lane))"
       fi
       shift ;;
     status)
-      grep -E '^[0-9]{2}:[0-9]{2}:[0-9]{2} ' $WORK/queue.log 2>/dev/null | tail -12
-      kill -0 "$(cat $WORK/pid 2>/dev/null)" 2>/dev/null && echo "(queue running)" || echo "(queue ended)"
+      for log in $WORK/queue*.log; do [ -f "$log" ] || continue; name=$(basename "$log" .log)
+        grep -E '^[0-9]{2}:[0-9]{2}:[0-9]{2} ' "$log" | tail -8 | cut -c1-200 | sed "s/^/$name /"
+        kill -0 "$(cat $WORK/pid${name#queue} 2>/dev/null)" 2>/dev/null && echo "($name running)" || echo "($name ended)"
+      done
       nvidia-smi --query-gpu=memory.used,utilization.gpu --format=csv,noheader; shift ;;
     collect)
       out=$2; mkdir -p "$out"
       (cd $SRC && PYTHONPATH=/tmp/site:$SRC/lab:$SRC python3 -m arc_experiments.coder pack --work $WORK --out "$out")
-      grep -E '^[0-9]{2}:[0-9]{2}:[0-9]{2} ' $WORK/queue.log > "$out/queue-lines.log" 2>/dev/null; ls -la "$out"
+      for log in $WORK/queue*.log; do [ -f "$log" ] && grep -E '^[0-9]{2}:[0-9]{2}:[0-9]{2} ' "$log" \
+        > "$out/$(basename "$log" .log)-lines.log"; done; ls -la "$out"
       shift 2 ;;
     collect-model)
       (cd $SRC && PYTHONPATH=/tmp/site:$SRC/lab:$SRC python3 -m arc_experiments.coder pack-model --work $WORK --model "$3" \

@@ -264,3 +264,16 @@ def test_benchmark_full_turns_makes_a_random_model_use_every_turn_to_its_cap(tin
     assert step["step"] == 1 and step["time/step"] == log["time/step"] and "time/generate" in step
     [ended] = summary["step_end_unix"]  # when the step ended: a GPU utilization trace lines up on it
     assert started + step["time/step"] <= ended + 1e-3 and ended <= time.time()
+
+
+def test_max_train_seconds_ends_the_run_after_the_first_step_past_it(tiny_model_dir, tmp_path):
+    """A budget every step overruns (1 ms): training ends after step 1 of 50, the model saved as after a normal end,
+    and the run summary says where the budget stopped it."""
+    out = tmp_path / "run"
+    summary = main(_argv(tiny_model_dir, out, "--max_steps", "50", "--max_train_seconds", "0.001",
+                         "--save_strategy", "no"))
+    assert summary["global_step"] == 1 and summary["time_budget_stop_step"] == 1
+    assert (out / "model.safetensors").exists() or (out / "adapter_model.safetensors").exists()
+    assert json.loads((out / "run_summary.json").read_text())["time_budget_stop_step"] == 1
+    with pytest.raises(SystemExit, match="max_train_seconds must be > 0"):
+        main(_argv(tiny_model_dir, tmp_path / "r", "--max_train_seconds", "0"))

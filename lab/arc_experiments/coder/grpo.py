@@ -9,17 +9,20 @@ collapse_guard.jsonl; `pack` brings back all but the checkpoints.
 
     GRPO_STEPS=10 ONLY=import-qwen05,import-qwen15,zero-shot-train-qwen05,grpo-qwen05-grpo-opd-s0 \
       bash lab/gpu_box/coder.sh stash .gpu/NNN start     # a stage per arm and seed; the warm starts made on the way
+    GRPO_DEADLINE=UNIX_SECONDS ...                       # every run ends by then (--max_train_seconds from it)
 """
 
 from __future__ import annotations
 
 import os
 import sys
+import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 from arc_experiments.coder.plan import ROOT, TRAIN, Arm, validation_ids
+from arc_experiments.coder.scoring import say
 
 Stage = tuple[str, Callable[[], bool], Callable[[], int]]
 
@@ -32,6 +35,18 @@ ARMS: dict[str, list[str]] = {
 }
 SEEDS = (0, 1, 2)
 STEPS = int(os.environ.get("GRPO_STEPS", "100"))  # a session's share: GRPO_STEPS=10 bash lab/gpu_box/coder.sh ... start
+STARTUP_S = 240  # before train() starts (student, engine, teacher) + the step that ends past the budget + its save
+
+
+def time_budget(deadline: float | None, now: float) -> tuple[list[str], int] | None:
+    """A run that must end by `deadline` (unix seconds: GRPO_DEADLINE, the machine's end): its `--max_train_seconds`
+    and the command's limit; None when too little time is left to train (under a minute). No deadline: 3 hours."""
+    if deadline is None:
+        return [], 3 * 3600
+    seconds = deadline - now - STARTUP_S
+    if seconds < 60:
+        return None
+    return ["--max_train_seconds", str(int(seconds))], int(deadline - now + 30)
 SMOKE = ["--use_cpu", "true", "--bf16", "false", "--dtype", "float32", "--use_vllm", "false",
          "--gradient_checkpointing", "false", "--max_steps", "1", "--num_generations", "2",
          "--per_device_train_batch_size", "2", "--gradient_accumulation_steps", "1", "--max_turns", "1",
@@ -81,9 +96,14 @@ def grpo(work: Any, arm: str, seed: int, queue: Any) -> int:
     teacher = warm_model(work, "qwen15") if ARMS[arm] else None
     if student is None or (ARMS[arm] and teacher is None):
         return 1
+    deadline = os.environ.get("GRPO_DEADLINE")
+    budget = time_budget(float(deadline) if deadline else None, time.time())
+    if budget is None:
+        say(f"   grpo-qwen05-{arm}-s{seed}: under a minute to train before GRPO_DEADLINE, not started")
+        return 1
     argv = train_argv(student, teacher, arm, seed, out, training_ids(train_ids()), queue.chosen(work),
                       smoke=work.smoke)
-    return command(work, f"grpo-qwen05-{arm}-s{seed}", argv, limit=3 * 3600)
+    return command(work, f"grpo-qwen05-{arm}-s{seed}", argv + budget[0], limit=budget[1])
 
 
 def grpo_stages(work: Any, warm_ready: Callable[[str], bool], queue: Any) -> list[Stage]:

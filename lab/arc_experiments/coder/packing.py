@@ -31,7 +31,8 @@ def pack(root: Path, out: Path) -> int:
     """ROOT's records (no weights) in one tar.gz, split into parts of <= 15 MiB (at most PARTS_PER_CALL)."""
     out.mkdir(parents=True, exist_ok=True)
     archive = Path("/tmp/coder-records.tar.gz")
-    files = [p for p in sorted(root.rglob("*")) if p.is_file() and (p.name in KEEP or p.suffix == ".log")]
+    files = [p for p in sorted(root.rglob("*")) if p.is_file() and (p.name in KEEP or p.suffix == ".log"
+                                                                     or p.parent == root / "fp8")]
     files.sort(key=lambda p: p.name == "completions.jsonl")  # the figures' files first: a cut archive keeps them
     with tarfile.open(archive, "w:gz", compresslevel=6) as tar:
         for path in files:

@@ -18,6 +18,7 @@ VALIDATION_SEED, N_VALIDATION = 59, 100
 MAX_MODEL_LEN = 24576  # the longest spaced-grid prompt of ARC-AGI-1 is 16.6k tokens (Qwen's tokenizer) + the budget
 N_HARNESS, N_ZERO_SHOT = 4, 8  # attempts per task: harness arms, the tables
 SEED = 0
+GEN_MEMORY = 0.45  # an engine's share of the GPU: the other half trains beside it (the next model's warm start)
 
 
 @dataclass(frozen=True)
@@ -94,6 +95,7 @@ def generate_argv(model: Path, arm: Arm, dataset: str, out: Path, n: int, task_i
     play, the tasks' longest prompts allowed)."""
     argv = ["--model", str(model), "--dataset", dataset, "--output-dir", str(out), "--n-predictions", str(n),
             "--seed", str(SEED), "--rollout-scheduling", "per_episode", "--batch-size", str(batch_size),
-            "--max-model-len", str(MAX_MODEL_LEN), "--workers", str(workers), "--no-progress", *arm.options()]
+            "--max-model-len", str(MAX_MODEL_LEN), "--workers", str(workers), "--gpu-memory-utilization",
+            str(GEN_MEMORY), "--no-progress", *arm.options()]
     argv += ["--adapter", str(adapter)] if adapter else []
     return argv + (["--task-ids", *task_ids] if task_ids else [])

@@ -27,57 +27,21 @@ import subprocess
 import sys
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, field
 from pathlib import Path
 
 from arc_experiments.coder.grpo import grpo_stages
 from arc_experiments.coder.packing import pack, pack_model
 from arc_experiments.coder.plan import (ARMS, EVAL, MODELS, N_HARNESS, N_ZERO_SHOT, ROOT, TRAIN,
                                         Arm, choose_arm, generate_argv, validation_ids)
-from arc_experiments.coder.scoring import (Scorer, generated_whole, say, score_folder_command, score_in_background,
+from arc_experiments.coder.scoring import (generated_whole, say, score_folder_command, score_in_background,
                                           scorers_running, stop_scorers)
+from arc_experiments.coder.work import Work, being_made, making
 
 ENV = {"PYTHONUNBUFFERED": "1", "TOKENIZERS_PARALLELISM": "false", "WANDB_MODE": "disabled",
        "VLLM_USE_FLASHINFER_SAMPLER": "0", "NCCL_NVLS_ENABLE": "0"}
 SFT_CONFIGS = {"qwen05": "configs/coder/sft-qwen05-full.yaml", "qwen15": "configs/coder/sft-qwen15-lora.yaml"}
 SFT_SECONDS = {"qwen05": 180, "qwen15": 600}  # the warm start's wall-clock budget on one H200 (a session's share)
 HARNESS_ARMS_15 = ("default",)  # the 1.5B: the default beside the chosen arm (the choice is the 0.5B's)
-
-
-@dataclass
-class Work:
-    root: Path
-    wheels: Path
-    smoke: bool = False  # a CPU rehearsal: 2 tasks a folder, 1 attempt, short turns, one SFT step (`--smoke`)
-    scorers: list[Scorer] = field(default_factory=list)  # the folders' background scorers still running
-    failed_scores: list[str] = field(default_factory=list)  # folders whose scorer failed (the run's exit code says)
-
-    def scaled(self, argv: list[str], n: int) -> tuple[list[str], int]:
-        """A folder's generate arguments and attempts, cut down for a smoke run."""
-        if not self.smoke:
-            return argv, n
-        argv = [*argv]
-        for flag, value in (("--n-predictions", "1"), ("--max-tokens-per-turn", "48"), ("--batch-size", "4"),
-                            ("--workers", "2"), ("--max-model-len", "4096")):
-            if flag in argv:
-                argv[argv.index(flag) + 1] = value
-        return [*argv, "--max-tasks", "2", "--max-prompt-tokens", "1500", "--enforce-eager"], 1
-
-    def sft_extra(self) -> list[str]:
-        return ["--max_steps", "1", "--use_cpu", "true", "--bf16", "false", "--gradient_checkpointing", "false",
-                "--dataset", "synthetic:n=2,seed=1,difficulty=tiny", "--max_length", "1024",
-                "--per_device_train_batch_size", "1", "--gradient_accumulation_steps", "1"] if self.smoke else []
-
-    def path(self, *parts: str) -> Path:
-        return self.root.joinpath(*parts)
-
-    def log(self, name: str) -> Path:
-        (self.root / "logs").mkdir(parents=True, exist_ok=True)
-        return self.root / "logs" / f"{name}.log"
-
-    def note(self, **event) -> None:
-        with open(self.path("timeline.jsonl"), "a") as f:
-            f.write(json.dumps({"time": round(time.time(), 1), **event}) + "\n")
 
 
 def command(work: Work, name: str, argv: list[str], limit: int = 3600) -> int:
@@ -201,10 +165,16 @@ def zero_shot(work: Work, model: str, splits: tuple[str, ...] = ("train", "eval"
 def warm_model(work: Work, model: str) -> Path | None:
     """Transcripts of the model's own zero-shot training-split attempts (validation tasks left out) + synthetic
     reference programs -> SFT; the folder the engine serves (a LoRA adapter merged once), None when a step failed.
-    A trained folder already there (carried in from an earlier machine) is not trained again."""
+    A trained folder already there (carried in from an earlier machine, or made by another queue while this one
+    waited for it) is not trained again."""
+    with making(work.path("warm", model)):
+        return make_warm_model(work, model)
+
+
+def make_warm_model(work: Work, model: str) -> Path | None:
+    """`warm_model`'s steps, under its lock."""
     arm = chosen(work)
     folder = work.path("warm", model)
-    folder.mkdir(parents=True, exist_ok=True)
     transcripts = folder / "transcripts.jsonl"
     trained = folder / "model"
     is_trained = lambda: (trained / "config.json").exists() or (trained / "adapter_config.json").exists()  # noqa: E731
@@ -267,6 +237,19 @@ def speed(work: Work) -> int:
                                    str(work.path("models", model)), "--out", str(work.path("speed.json")), *smoke])
 
 
+OPT_IN = ("fp8-server",)  # stages a run without --only leaves out
+
+
+def fp8_server(work: Work) -> int:
+    """benchmarks/fp8_sync_check.py's server push on this machine's GPU (issue 63; a random-init model, no wheels):
+    the check that fails on a stale or bf16 engine, run while the models' wheels are still arriving."""
+    out = work.path("fp8")
+    out.mkdir(parents=True, exist_ok=True)
+    smoke = ["--steps", "1"] if work.smoke else []
+    return command(work, "fp8-server", [sys.executable, str(ROOT / "benchmarks" / "fp8_sync_check.py"), "--server",
+                                        "--out", str(out / "fp8_sync_check_server.json"), *smoke], limit=900)
+
+
 def stages(work: Work) -> list[tuple[str, Callable[[], bool], Callable[[], int]]]:
     """(name, ready, run) in priority order: a stage runs once it is ready and every stage before it has run or
     is waiting for wheels. The 1.5B's tables come before its harness arms (its zero-shot folders use the 0.5B's
@@ -276,11 +259,13 @@ def stages(work: Work) -> list[tuple[str, Callable[[], bool], Callable[[], int]]
     chose = lambda: work.path("choice.json").exists()  # noqa: E731
 
     def warm_ready(m: str) -> bool:  # the model imported; its transcripts, or the zero-shot training folder they
-        # come from, scored (either may be carried in: results/coder/carry)
+        # come from, scored (either may be carried in: results/coder/carry); no other queue making it now
         return has(m) and ((work.path("warm", m, "transcripts.jsonl")).exists()
-                           or folder_done(work.path("zero-shot", m, "train"), work.scaled([], N_ZERO_SHOT)[1]))
+                           or folder_done(work.path("zero-shot", m, "train"), work.scaled([], N_ZERO_SHOT)[1])) \
+            and not being_made(work.path("warm", m))
 
     return [
+        ("fp8-server", lambda: True, lambda: fp8_server(work)),  # opt-in (OPT_IN): issue 63's check, not this one's
         ("import-qwen05", lambda: has("qwen05") or wheels_ready(work, "qwen05"), lambda: import_model(work, "qwen05")),
         ("harness-qwen05", lambda: has("qwen05"), lambda: harness(work, "qwen05")),
         ("zero-shot-qwen05", chose, lambda: zero_shot(work, "qwen05")),
@@ -293,16 +278,20 @@ def stages(work: Work) -> list[tuple[str, Callable[[], bool], Callable[[], int]]
         ("speed", lambda: any(map(has, MODELS)), lambda: speed(work)),
         ("warm-train-qwen05", lambda: warm_ready("qwen05"), lambda: warm(work, "qwen05", ("train",))),
         ("warm-train-qwen15", lambda: warm_ready("qwen15"), lambda: warm(work, "qwen15", ("train",))),
+        ("sft-qwen05", lambda: warm_ready("qwen05"), lambda: int(warm_model(work, "qwen05") is None)),  # the warm
+        ("sft-qwen15", lambda: warm_ready("qwen15"), lambda: int(warm_model(work, "qwen15") is None)),  # start alone
         *grpo_stages(work, warm_ready, sys.modules[__name__]),  # issue 60: GRPO and OPD from the warm starts
     ]
 
 
-def run(work: Work, only: set[str] | None, assemble: list[str] | None, poll_s: float = 15.0) -> int:
+def run(work: Work, only: set[str] | None, assemble: list[str] | None, poll_s: float = 15.0,
+        patient_s: float = 0.0) -> int:
     """Run the stages: the first ready one not run yet, again and again; wait (assembling arrived wheels with
-    `assemble`, a command) while none is ready. Exit 1 when a stage or a folder's scorer failed; no scorer outlives
-    the run."""
+    `assemble`, a command) while none is ready, up to `patient_s` seconds for what another queue makes (a second
+    lane on the machine). Exit 1 when a stage or a folder's scorer failed; no scorer outlives the run."""
+    chosen_stages = [s for s in stages(work) if (s[0] in only if only is not None else s[0] not in OPT_IN)]
     try:
-        failures = run_stages(work, [s for s in stages(work) if only is None or s[0] in only], assemble, poll_s)
+        failures = run_stages(work, chosen_stages, assemble, poll_s, patient_s)
         while scorers_running(work):  # the last folders' scores
             time.sleep(poll_s)
     finally:
@@ -313,9 +302,10 @@ def run(work: Work, only: set[str] | None, assemble: list[str] | None, poll_s: f
 
 
 def run_stages(work: Work, pending: list[tuple[str, Callable[[], bool], Callable[[], int]]],
-               assemble: list[str] | None, poll_s: float) -> int:
-    """The stage loop of `run`; the number of stages that failed or could never start."""
-    failures = 0
+               assemble: list[str] | None, poll_s: float, patient_s: float = 0.0) -> int:
+    """The stage loop of `run`; the number of stages that failed or could never start (none ready, none of this
+    queue's own making them ready, for `patient_s` seconds in a row)."""
+    failures, idle_since = 0, None
     while pending:
         ready = next((s for s in pending if s[1]()), None)
         if ready is None:
@@ -323,14 +313,16 @@ def run_stages(work: Work, pending: list[tuple[str, Callable[[], bool], Callable
                 subprocess.run(assemble, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
                 if next((s for s in pending if s[1]()), None) is not None:
                     continue
-            if not scorers_running(work) and not any(name.startswith("import-") for name, _, _ in pending):
+            waiting_here = scorers_running(work) or any(name.startswith("import-") for name, _, _ in pending)
+            idle_since = None if waiting_here else (idle_since or time.monotonic())
+            if idle_since is not None and time.monotonic() - idle_since >= patient_s:
                 say(f"   never ready (a stage they need failed): {', '.join(name for name, _, _ in pending)}")
                 work.note(event="never ready", stages=[name for name, _, _ in pending])
                 return failures + len(pending)
             time.sleep(poll_s)  # a stage may wait for a folder's scores, or for wheels
             continue
         name, _, stage = ready
-        started = time.time()
+        idle_since, started = None, time.time()
         work.note(stage=name, event="start")
         try:
             code = stage()
@@ -356,6 +348,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--model", choices=tuple(MODELS), help="pack-model: whose warm-started adapter")
     parser.add_argument("--call", type=int, default=0, help="pack-model: which call's 4 parts (0, 1, ...)")
     parser.add_argument("--smoke", action="store_true", help="a CPU rehearsal with the models already in WORK/models")
+    parser.add_argument("--patient", type=float, default=0.0, metavar="SECONDS",
+                        help="wait this long for stages another queue makes ready (coder.sh's LANE)")
     parser.add_argument("--choice", type=Path, help="a committed choice.json (results/coder/choice.json): the 0.5B's "
                         "harness arms were measured already, the stages after them start at once")
     argv = sys.argv[1:] if argv is None else list(argv)
@@ -384,6 +378,6 @@ def main(argv: list[str] | None = None) -> int:
     only = set(args.only.split(",")) if args.only else None
     if args.choice is not None and not work.path("choice.json").exists():
         work.path("choice.json").write_text(args.choice.read_text())
-        only = (only or {name for name, _, _ in stages(work)}) - {"harness-qwen05"}
+        only = (only or {name for name, _, _ in stages(work) if name not in OPT_IN}) - {"harness-qwen05"}
         say(f"   the committed choice: {json.loads(args.choice.read_text())['chosen']} ({args.choice})")
-    return run(work, only, shlex.split(args.assemble) if args.assemble else None)
+    return run(work, only, shlex.split(args.assemble) if args.assemble else None, patient_s=args.patient)

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import shutil
+import time
 
 import pytest
 
@@ -15,7 +16,7 @@ from arc_trl.models.tiny_model import TinyModelSpec, build_tiny_model
 
 
 @pytest.mark.slow
-def test_the_opd_arm_trains_a_step_on_arc_training_tasks_with_the_teacher_live(tmp_path):
+def test_the_opd_arm_trains_a_step_on_arc_training_tasks_with_the_teacher_live(tmp_path, monkeypatch):
     models = {"qwen05": build_tiny_model(tmp_path / "student"),  # one tokenizer, two different sets of weights
               "qwen15": build_tiny_model(tmp_path / "teacher", TinyModelSpec(seed=1))}
     work = queue.Work(tmp_path / "work", tmp_path / "wheels", smoke=True)
@@ -25,10 +26,12 @@ def test_the_opd_arm_trains_a_step_on_arc_training_tasks_with_the_teacher_live(t
         shutil.copytree(folder, work.path("warm", model, "model"))
         work.path("warm", model, "transcripts.jsonl").write_text("{}\n")
 
+    monkeypatch.setenv("GRPO_DEADLINE", str(time.time() + grpo.STARTUP_S + 900))  # a session's end: a time budget
     assert grpo.grpo(work, "grpo-opd", 0, queue) == 0, work.log("grpo-qwen05-grpo-opd-s0").read_text()[-3000:]
     out = work.path("grpo", "grpo-opd-s0")
     logs = [h for h in json.loads((out / "trainer_state.json").read_text())["log_history"] if "reward" in h]
     assert len(logs) == 1 and logs[0]["teacher_missing_frac"] == 0.0 and logs[0]["teacher_kl"] > 0.0, logs
     config = json.loads((out / "arc_trl_config.json").read_text())["arc"]
     assert config["teacher_tau"] == grpo.TEACHER_TAU and config["check_transform"] is True, config
-    assert (out / "run_summary.json").exists()
+    assert config["max_train_seconds"] >= 899  # the deadline's budget reached the trainer; one step stayed within it
+    assert json.loads((out / "run_summary.json").read_text())["time_budget_stop_step"] is None

@@ -69,3 +69,19 @@ def test_ranks_stop_at_the_same_step_when_one_is_past_the_budget():
         p.kill()
     assert not alive, "a rank hung: the ranks disagreed on the stop"
     assert sorted(results.get(timeout=5) for _ in processes) == [(0, 2), (1, 2)]
+
+
+def test_one_clock_for_several_train_calls_once_started():
+    """arc-trl train starts the clock once per train(); the collapse guard's rollbacks call Trainer.train again
+    (on_train_begin again): the budget keeps counting from the first start, and start() restarts it."""
+    now = [0.0]
+    budget = TimeBudgetCallback(10.0, clock=lambda: now[0])
+    state, control = TrainerState(), TrainerControl()
+    budget.start()
+    now[0] = 8.0
+    budget.on_train_begin(None, state, control)  # a rollback's Trainer.train: not a new budget
+    now[0], state.global_step = 10.5, 3
+    budget.on_step_end(None, state, control)
+    assert control.should_training_stop and budget.stopped_at_step == 3
+    budget.start()  # the next train() call: a fresh budget
+    assert budget.stopped_at_step is None and budget.started == 10.5
