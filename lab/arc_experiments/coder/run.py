@@ -247,7 +247,7 @@ def fp8_server(work: Work) -> int:
     out.mkdir(parents=True, exist_ok=True)
     smoke = ["--steps", "1"] if work.smoke else []
     return command(work, "fp8-server", [sys.executable, str(ROOT / "benchmarks" / "fp8_sync_check.py"), "--server",
-                                        "--out", str(out / "fp8_sync_check_server.json"), *smoke], limit=900)
+                                        "--out", str(out / "fp8_sync_check_server.json"), *smoke], limit=420)
 
 
 def stages(work: Work) -> list[tuple[str, Callable[[], bool], Callable[[], int]]]:
