@@ -39,6 +39,8 @@ from fp8_sync_engine import (
     UNTAUGHT,
     fp8_layer_problems,
     fp8_layers,
+    other_params,
+    param_problems,
     server_sync,
     sync,
     train_towards_target,
@@ -109,7 +111,7 @@ def main() -> int:
             server_sync(llm, trained) if args.server else sync(llm, trained, hook=not args.no_hook)
             record["sync_s"] = round(time.perf_counter() - started, 3)
             record["synced"] = greedy(llm)
-            synced_layers = fp8_layers(llm)
+            synced_layers, synced_params = fp8_layers(llm), other_params(llm)
         except Exception as error:  # noqa: BLE001 - the plain sync's failure is the finding of --no-hook
             record["sync_error"] = repr(error)[:2000]
         shutdown(llm)
@@ -121,6 +123,8 @@ def main() -> int:
                            args.memory)
             record[name] = greedy(fresh)
             layers[name] = fp8_layers(fresh)
+            if name == "fresh_fp8":
+                fresh_params = other_params(fresh)
             shutdown(fresh)
             fresh = None
     fresh, synced, bf16 = record["fresh_fp8"], record.get("synced"), record["fresh_bf16"]
@@ -130,6 +134,8 @@ def main() -> int:
     record["bf16_layer_problems"] = len(fp8_layer_problems(layers["fresh_bf16"], layers["fresh_fp8"]))
     if synced is not None:
         record["layer_problems"] = fp8_layer_problems(synced_layers, layers["fresh_fp8"])[:20]
+        # a diagnosis, not a verdict: the other weights (embeddings, norms, lm_head) against the fresh engine's
+        record["other_param_problems"] = param_problems(synced_params, fresh_params)[:20]
         record["synced_vs_fresh_fp8_max_abs_logp"] = largest_difference(synced["logps"], fresh["logps"])
         record["synced_vs_fresh_fp8_untaught_max_abs_logp"] = largest_difference(synced["untaught_logps"],
                                                                                  fresh["untaught_logps"])

@@ -152,6 +152,29 @@ def fp8_layer_problems(synced: dict, fresh: dict) -> list[str]:
     return problems
 
 
+def other_params(llm) -> dict:
+    """Every parameter of the engine's model outside its FP8 layers' weights and scales (embeddings, norms, lm_head,
+    biases), name -> tensor on the CPU: what the layer check does not see."""
+    quantized = {f"{name}.{part}" for name, module in engine_model(llm).named_modules() if hasattr(module, "weight_scale")
+                 for part in ("weight", "weight_scale", "input_scale")}
+    return {name: p.detach().cpu().clone() for name, p in engine_model(llm).named_parameters() if name not in quantized}
+
+
+def param_problems(synced: dict, fresh: dict) -> list[str]:
+    """`other_params` of the synced engine that are not the fresh engine's bit for bit (with the largest difference)."""
+    import torch
+
+    problems = []
+    for name, want in fresh.items():
+        got = synced.get(name)
+        if got is None or got.shape != want.shape:
+            problems.append(f"{name}: missing or of another shape in the synced engine")
+        elif not torch.equal(got, want):
+            problems.append(f"{name}: max |difference| {float((got.float() - want.float()).abs().max()):.3g} "
+                            f"({got.dtype} vs {want.dtype})")
+    return problems
+
+
 def server_sync(llm, model) -> None:
     """The push of `model`'s weights as `trl vllm-serve` takes it (TRL's `VLLMClient.update_named_params`): the
     server's NCCL weight-transfer engine's `start_weight_update` (vLLM's layerwise reload set up), the received

@@ -19,7 +19,9 @@
 #   lanes:        LANE=b ONLY=... bash lab/gpu_box/coder.sh start   a second queue beside the first, same work folder
 #                 (its own pid and log; PATIENT=SECONDS, default 1800, it waits for what the other lane makes; a warm
 #                 start being made by one lane is waited for by the other); status and collect see every lane
-#   GRPO_DEADLINE=UNIX_SECONDS: every GRPO run ends by then (arc_experiments/coder/grpo.py: --max_train_seconds)
+#   deadline S:   every GRPO run started from now on ends S seconds after this machine's first stash (WORK/deadline,
+#                 read by each run as it starts: arc_experiments/coder/grpo.py's --max_train_seconds); the first call
+#                 comes ~60 s after the machine started, so S = 1600 leaves the last collect ~140 s of a 30-min machine
 # Make the calls back to back: an idle machine is taken back ~30 s after a call ends, and the queue with it.
 set -uo pipefail
 export PYTHONUNBUFFERED=1 VLLM_USE_FLASHINFER_SAMPLER=0 NCCL_NVLS_ENABLE=0
@@ -27,7 +29,11 @@ FERRY=/tmp/ferry-out WORK=/tmp/coder SRC=/tmp/arc-src
 lane=${LANE:+-$LANE}  # "" (the first queue) or -NAME
 while [ $# -gt 0 ]; do
   case "$1" in
-    stash) python3 lab/gpu_box/ferry.py stash "$2" | tail -1; shift 2 ;;
+    stash) [ -f /tmp/ferry-t0 ] || date +%s > /tmp/ferry-t0  # the machine's first call: `deadline` counts from it
+      python3 lab/gpu_box/ferry.py stash "$2" | tail -1; shift 2 ;;
+    deadline) mkdir -p $WORK && echo $(( $(cat /tmp/ferry-t0) + $2 )) > $WORK/deadline
+      echo "deadline: $(date -d @"$(cat $WORK/deadline)" +%T) ($(( $(cat $WORK/deadline) - $(date +%s) )) s from now)"
+      shift 2 ;;
     start)
       python3 lab/gpu_box/ferry.py assemble $FERRY > /tmp/assemble.txt; head -3 /tmp/assemble.txt
       if grep -qE "waiting: (bundle|carry)/" /tmp/assemble.txt || ! ls $FERRY/bundle/part.* > /dev/null 2>&1; then

@@ -9,7 +9,7 @@ collapse_guard.jsonl; `pack` brings back all but the checkpoints.
 
     GRPO_STEPS=10 ONLY=import-qwen05,import-qwen15,zero-shot-train-qwen05,grpo-qwen05-grpo-opd-s0 \
       bash lab/gpu_box/coder.sh stash .gpu/NNN start     # a stage per arm and seed; the warm starts made on the way
-    GRPO_DEADLINE=UNIX_SECONDS ...                       # every run ends by then (--max_train_seconds from it)
+    bash lab/gpu_box/coder.sh deadline 1600             # every run ends 1600 s after the first call (WORK/deadline)
 """
 
 from __future__ import annotations
@@ -36,6 +36,13 @@ ARMS: dict[str, list[str]] = {
 SEEDS = (0, 1, 2)
 STEPS = int(os.environ.get("GRPO_STEPS", "100"))  # a session's share: GRPO_STEPS=10 bash lab/gpu_box/coder.sh ... start
 STARTUP_S = 240  # before train() starts (student, engine, teacher) + the step that ends past the budget + its save
+
+
+def session_deadline(file: Path) -> float | None:
+    """When the session's runs must end (unix seconds): WORK/deadline (`coder.sh deadline S`: read when each run
+    starts, so it can be moved while the lanes run), else GRPO_DEADLINE, else None."""
+    text = file.read_text().strip() if file.exists() else os.environ.get("GRPO_DEADLINE", "")
+    return float(text) if text else None
 
 
 def time_budget(deadline: float | None, now: float) -> tuple[list[str], int] | None:
@@ -96,8 +103,7 @@ def grpo(work: Any, arm: str, seed: int, queue: Any) -> int:
     teacher = warm_model(work, "qwen15") if ARMS[arm] else None
     if student is None or (ARMS[arm] and teacher is None):
         return 1
-    deadline = os.environ.get("GRPO_DEADLINE")
-    budget = time_budget(float(deadline) if deadline else None, time.time())
+    budget = time_budget(session_deadline(work.path("deadline")), time.time())
     if budget is None:
         say(f"   grpo-qwen05-{arm}-s{seed}: under a minute to train before GRPO_DEADLINE, not started")
         return 1

@@ -188,7 +188,7 @@ def solved_overlap(a: Path, b: Path) -> dict[str, int]:
 def summary(root: Path) -> dict[str, Any]:
     """results/coder_summary.json from results/coder/ (see the module docstring)."""
     base = root / "results" / "coder"
-    folders = sorted(p.parent for p in base.glob("**/per_attempt.jsonl.gz"))
+    folders = sorted(p.parent for p in base.glob("**/per_attempt.jsonl.gz"))  # reruns/DATE/... included
     if not folders:
         raise FileNotFoundError(f"{base}: no per_attempt.jsonl.gz")
     out: dict[str, Any] = {"folders": {str(f.relative_to(base)): folder_figures(f) for f in folders}}
@@ -206,6 +206,17 @@ def summary(root: Path) -> dict[str, Any]:
                                      **{key: paired_difference(small, big, key) for key in ("valid_outputs", "passed")}}
         for big in sorted(base.glob("warm/qwen15/*")) if (big / "per_attempt.jsonl.gz").exists()
         for small in [base / "warm" / "qwen05" / big.name] if (small / "per_attempt.jsonl.gz").exists()}
+    out["reruns"] = {}  # a folder generated again on a later machine (same seed, harness, model) minus the first one
+    for again in sorted(p.parent for p in base.glob("reruns/*/**/per_attempt.jsonl.gz")):
+        first = base.joinpath(*again.relative_to(base).parts[2:])  # reruns/DATE/zero-shot/... -> zero-shot/...
+        if (first / "per_attempt.jsonl.gz").exists():
+            out["reruns"][str(again.relative_to(base))] = {
+                "solved_tasks": solved_overlap(first, again),
+                **{key: paired_difference(first, again, key) for key in ("valid_outputs", "passed")}}
+    rerun_transcripts = {str(p.parent.relative_to(base)): json.loads(p.read_text())
+                         for p in base.glob("reruns/*/warm/*/transcripts.json")}
+    if rerun_transcripts:
+        out["rerun_transcripts"] = rerun_transcripts
     for name in ("choice.json", "speed.json"):
         if (base / name).exists():
             out[name.removesuffix(".json")] = json.loads((base / name).read_text())

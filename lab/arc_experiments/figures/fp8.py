@@ -216,6 +216,8 @@ def sync_checks(machines: list[Path]) -> dict[str, Any]:
                 found[f"{machine.name}/{name}"] = {
                     "what": what, "passed": check["passed"], "premise_weights_moved": check["premise_weights_moved"],
                     "synced_vs_fresh_fp8_max_abs_logp": check.get("synced_vs_fresh_fp8_max_abs_logp"),
+                    "synced_vs_fresh_fp8_untaught_max_abs_logp": check.get("synced_vs_fresh_fp8_untaught_max_abs_logp"),
+                    "layer_problems": len(check["layer_problems"]) if "layer_problems" in check else None,
                     "fresh_fp8_vs_bf16_max_abs_logp": check.get("fresh_fp8_vs_bf16_max_abs_logp"),
                     "fresh_fp8_vs_bf16_untaught_max_abs_logp": check.get("fresh_fp8_vs_bf16_untaught_max_abs_logp"),
                     "discriminates": check.get("discriminates"),  # the check could fail (a bf16 engine fails it)

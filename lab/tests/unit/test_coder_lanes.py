@@ -93,3 +93,15 @@ def test_a_grpo_runs_budget_ends_it_before_the_deadline():
 def test_an_engine_leaves_half_the_gpu_to_a_training_beside_it(tmp_path):
     argv = generate_argv(tmp_path, ARMS["coder-digits"], "arc-agi-1/train", tmp_path / "out", 8)
     assert float(argv[argv.index("--gpu-memory-utilization") + 1]) == GEN_MEMORY <= 0.5
+
+
+def test_the_deadline_file_moves_the_session_end_while_lanes_run(tmp_path, monkeypatch):
+    """WORK/deadline (coder.sh deadline S) is read when each run starts and wins over GRPO_DEADLINE (fixed when a
+    lane started): a session whose lanes run late can still give its runs the time left."""
+    file = tmp_path / "deadline"
+    monkeypatch.delenv("GRPO_DEADLINE", raising=False)
+    assert grpo.session_deadline(file) is None
+    monkeypatch.setenv("GRPO_DEADLINE", "1000")
+    assert grpo.session_deadline(file) == 1000.0
+    file.write_text("2500\n")
+    assert grpo.session_deadline(file) == 2500.0
