@@ -55,13 +55,17 @@ class AdaptingRunner:
         from arc_trl.data import build_dataset
 
         script, arc = self.context.script, self.context.arc
+        if not tasks:
+            return []
         try:
             dataset = build_dataset(tasks, arc.agent_mode, template=self.template, tokenizer=self.context.tokenizer,
                                     max_prompt_tokens=script.max_prompt_tokens, augment=augment and script.augment,
                                     copies=script.augment_copies if augment and script.augment else 1,
                                     seed=self.context.args.seed, privileged=False)  # never a teacher_prompt column
-        except ValueError:  # every prompt over max_prompt_tokens
-            return []
+        except ValueError as exc:  # every prompt over max_prompt_tokens; any other problem is the caller's
+            if script.max_prompt_tokens is not None and "max_prompt_tokens" in str(exc):
+                return []
+            raise
         return [dataset[i] for i in range(len(dataset))]
 
     def prompts_per_step(self) -> int:
