@@ -28,15 +28,24 @@ CONFIG_CLASSES = (ArcScriptArguments, ArcConfig, GRPOConfig, ModelConfig)  # the
 
 def parse_config(argv: list[str] | None = None) -> tuple[ArcScriptArguments, ArcConfig, GRPOConfig, ModelConfig]:
     """Parse `--config FILE.yaml` plus CLI overrides into the four dataclasses, with file-named errors."""
+    script, arc, args, model_args = parse_config_with(argv)
+    return script, arc, args, model_args
+
+
+def parse_config_with(argv: list[str] | None = None, extra: tuple[type, ...] = (), command: str = "train") -> tuple:
+    """`parse_config`, with `extra` dataclasses (another command's own keys, e.g. `arc-trl ttrl`'s) read from the same
+    YAML and flags: their instances follow the four. `command` names the subcommand in the errors' `--help` hint."""
     argv = list(sys.argv[1:] if argv is None else argv)
     config_path = argv[argv.index("--config") + 1] if "--config" in argv else None
     if config_path is not None and not Path(config_path).is_file():
         raise SystemExit(f"error: config file {config_path} does not exist")
+    classes = CONFIG_CLASSES + tuple(extra)
     if config_path is not None:
-        check_config_keys(config_path)
-    parser = _ShortErrorParser(CONFIG_CLASSES, config_path=config_path, argv=argv)
+        check_config_keys(config_path, classes, command)
+    parser = _ShortErrorParser(classes, config_path=config_path, argv=argv)
     try:
-        script, arc, args, model_args = parser.parse_args_and_config(argv)
+        parsed = parser.parse_args_and_config(argv)
+        script, arc, args, model_args = parsed[:4]
     except ValueError as exc:
         if str(exc).startswith("Some specified arguments are not used"):  # HfArgumentParser: unknown CLI flags
             raise SystemExit(f"error on the command line: {exc} (`--help` lists every key)") from exc
@@ -62,7 +71,7 @@ def parse_config(argv: list[str] | None = None) -> tuple[ArcScriptArguments, Arc
     # after the config's own checks: a missing local model folder is one line, with no hub call for a path
     if problem := missing_model_folder(str(model_args.model_name_or_path)):
         raise SystemExit(f"error in {config_path or 'command line'}: {problem}")
-    return script, arc, args, model_args
+    return tuple(parsed)
 
 
 class _ShortErrorParser(TrlParser):
@@ -95,11 +104,11 @@ class _ShortErrorParser(TrlParser):
         raise SystemExit(f"error{where}: {message} (`--help` lists every key)")
 
 
-def known_keys() -> set[str]:
-    return {f.name for cls in CONFIG_CLASSES for f in dataclasses.fields(cls)} | {"env"}
+def known_keys(classes: tuple[type, ...] = CONFIG_CLASSES) -> set[str]:
+    return {f.name for cls in classes for f in dataclasses.fields(cls)} | {"env"}
 
 
-def check_config_keys(config_path: str) -> None:
+def check_config_keys(config_path: str, classes: tuple[type, ...] = CONFIG_CLASSES, command: str = "train") -> None:
     """Fail on unknown YAML keys up front, naming the file, the keys and the closest known key."""
     import difflib
 
@@ -112,7 +121,7 @@ def check_config_keys(config_path: str) -> None:
             raise SystemExit(f"error: {config_path} is not valid YAML: {exc}") from exc
     if not isinstance(config, dict):
         raise SystemExit(f"error: {config_path} must contain a YAML mapping of config keys")
-    keys = known_keys()
+    keys = known_keys(classes)
     unknown = [k for k in config if k not in keys]
     if unknown:
         hints = []
@@ -120,7 +129,7 @@ def check_config_keys(config_path: str) -> None:
             close = difflib.get_close_matches(key, keys, n=1)
             hints.append(f"{key!r}" + (f" (did you mean {close[0]!r}?)" if close else ""))
         raise SystemExit(f"error in {config_path}: unknown config keys: {', '.join(hints)}. "
-                         "Run `arc-trl train --help` for the list of keys.")
+                         f"Run `arc-trl {command} --help` for the list of keys.")
     if quoted := quoted_numbers(config):
         raise SystemExit(f"error in {config_path}: wrong value types:\n  " + "\n  ".join(quoted))
 

@@ -17,6 +17,7 @@ from collections.abc import Sequence
 # name -> ("module:function", one-line help); the function takes argv (a list of strings) and returns an exit code
 SUBCOMMANDS: dict[str, tuple[str, str]] = {
     "train": ("arc_trl.train_entry:main", "GRPO (+ on-policy distillation) on ARC tasks from a YAML config"),
+    "ttrl": ("arc_trl.cli.ttrl:main", "test-time RL: GRPO on each task's leave-one-out pairs, then submission.json"),
     "sft": ("arc_trl.cli.sft:main", "supervised warm start on reference REPL episodes"),
     "evaluate": ("arc_trl.cli.evaluate:main", "generate and score attempts, pass@k, compare, Kaggle submissions"),
     "validate-submission": ("arc_trl.eval.submission:validate_main", "check (and score) a Kaggle submission"),

@@ -13,7 +13,8 @@ import yaml
 from arc_trl.config import ineffective_keys
 from arc_trl.config import ArcConfig
 from arc_trl.launch.sweep import TOP_LEVEL_KEYS, expand_sweep, load_sweep
-from arc_trl.train_entry import known_keys, parse_config
+from arc_trl.train_entry import CONFIG_CLASSES, known_keys, parse_config, parse_config_with
+from arc_trl.ttrl.settings import TtrlArguments
 
 REPO = Path(__file__).resolve().parents[3]
 RULE_KEYS = tuple(key for rule in ineffective_keys.RULES for key in rule.keys)
@@ -87,9 +88,10 @@ def test_the_command_line_path_warns_once_per_key(caplog, tmp_path, tiny_model_d
 
 
 def shipped_training_configs() -> dict[str, dict]:
-    """Every training config under configs/: the YAML files `arc-trl train` reads, and each run of each sweep file.
-    (The others, SFT and experiment profiles, set none of the keys the rules check: asserted below.)"""
-    configs, train_keys = {}, known_keys()
+    """Every training config under configs/: the YAML files `arc-trl train` (and `arc-trl ttrl`: its keys on top)
+    reads, and each run of each sweep file. (The others, SFT and experiment profiles, set none of the keys the rules
+    check: asserted below.)"""
+    configs, train_keys = {}, known_keys((*CONFIG_CLASSES, TtrlArguments))
     for path in sorted((REPO / "configs").rglob("*.yaml")):
         data = yaml.safe_load(path.read_text())
         name = str(path.relative_to(REPO))
@@ -103,6 +105,7 @@ def shipped_training_configs() -> dict[str, dict]:
 def test_no_shipped_config_sets_a_key_without_effect(caplog, tmp_path):
     configs = shipped_training_configs()
     assert "configs/tiny-cpu.yaml" in configs and "configs/qwen3-8b-4gpu-server.yaml" in configs
+    assert "configs/coder/ttrl-qwen05.yaml" in configs and "configs/ttrl-tiny-cpu.yaml" in configs  # arc-trl ttrl's
     assert any(":" in name for name in configs)  # the sweeps' runs too
     checked_files = {name.split(":")[0] for name in configs}
     for path in (REPO / "configs").rglob("*.yaml"):
@@ -112,5 +115,6 @@ def test_no_shipped_config_sets_a_key_without_effect(caplog, tmp_path):
         path = tmp_path / "run.yaml"
         path.write_text(yaml.safe_dump(config))
         # the real loading path; use_cpu: the GPU configs' bf16 needs it on this machine, and no rule reads it
-        parse_config(["--config", str(path), "--model_name_or_path", "m", "--use_cpu", "true"])
+        parse_config_with(["--config", str(path), "--model_name_or_path", "m", "--use_cpu", "true"],
+                          extra=(TtrlArguments,))
         assert warnings_of(caplog) == [], name

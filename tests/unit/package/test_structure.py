@@ -172,7 +172,7 @@ def test_no_import_cycle_among_the_package_modules(package, deferred):
 # The rooms: the low ones (config, integrations, models, OPD, rewards, sandbox, data) are built on by the packages
 # above the seams, never the reverse.
 ABOVE_THE_SEAMS = ("arc_trl.trainer", "arc_trl.rollout", "arc_trl.opd", "arc_trl.eval", "arc_trl.collapse",
-                   "arc_trl.launch", "arc_trl.cli", "arc_trl.train_entry", "arc_trl.warmstart", "arc_trl.view")
+                   "arc_trl.launch", "arc_trl.cli", "arc_trl.train_entry", "arc_trl.warmstart", "arc_trl.view", "arc_trl.ttrl")
 LOWER_LAYERS = {  # package -> (what it must never import, the modules of those it may: each with its reason)
     "arc_trl.data": (ABOVE_THE_SEAMS + ("arc_trl.synthetic", "arc_trl.tasks"), ()),
     "arc_trl.integrations": (ABOVE_THE_SEAMS, ()),
