@@ -120,3 +120,35 @@ def test_solved_tasks_of_two_folders_are_counted_alone_and_together(tmp_path):
     big = slim_folder(tmp_path / "big", "passed", [("t1", False), ("t1", True), ("t3", True), ("t3", True),
                                                    ("t4", True), ("t5", False)])
     assert solved_overlap(small, big) == {"first_only": 1, "second_only": 2, "both": 1}
+
+
+def test_a_grpo_runs_steps_give_the_gap_at_step_1_and_the_steps_parts(tmp_path):
+    """slim_runs keeps each logged step's figures (not the trainer's whole state) and leaves a hand-made stand-in out;
+    run_figures reads the student-teacher gap at step 1 and the step's parts from them."""
+    from arc_experiments.coder.records import run_figures, slim_runs
+
+    work = tmp_path / "work"
+    history = [{"step": s, "reward": r, "teacher_kl": kl, "rewards/valid_outputs/mean": v, "time/step": 10.0 * s,
+                "time/generate": 4.0 * s, "time/train": 5.0 * s, "tokens/generated": 400.0, "tokens/trained": 1000.0,
+                "collapse_guard/level": 0, "grad_norm": 1.0}
+               for s, r, kl, v in ((1, -0.5, 0.31, 0.25), (2, 0.5, 0.21, 0.5))] + [{"train_runtime": 30.0, "step": 2}]
+    run = work / "grpo" / "grpo-opd-s0"
+    run.mkdir(parents=True)
+    (run / "trainer_state.json").write_text(json.dumps({"log_history": history}))
+    (run / "run_summary.json").write_text("{}")
+    (run / "arc_trl_config.json").write_text(json.dumps({"arc": {"teacher_tau": 0.1, "adv_tau": 1.0,
+                                                                 "max_train_seconds": 600}}))
+    stand_in = work / "grpo" / "grpo-s0"
+    stand_in.mkdir(parents=True)
+    (stand_in / "trainer_state.json").write_text(json.dumps({"log_history": history}))
+    (stand_in / "run_summary.json").write_text(json.dumps({"placeholder": "skipped by hand"}))
+    written = slim_runs(work, tmp_path / "coder")
+    assert [p.name for p in written] == ["grpo-opd-s0"]
+    steps = [json.loads(x) for x in (written[0] / "steps.jsonl").read_text().splitlines()]
+    assert [s["step"] for s in steps] == [1, 2] and "grad_norm" not in steps[0]  # logged steps, their chosen keys
+    figures = run_figures(written[0])
+    assert figures["teacher_kl_step1"] == 0.31 and figures["teacher_kl_last"] == 0.21 and figures["steps"] == 2
+    assert figures["reward_first"] == -0.5 and figures["valid_outputs_last"] == 0.5
+    assert figures["step_s"]["step"] == 15.0 and figures["step_s"]["generate"] == 6.0
+    assert figures["generated_tokens_per_s"] == round(800 / 12.0, 1) and figures["trained_tokens_per_s"] == round(2000 / 15.0, 1)
+    assert figures["teacher_tau"] == 0.1 and figures["max_train_seconds"] == 600 and figures["collapse_levels"] == [0]
