@@ -392,6 +392,9 @@ def add_generate_arguments(parser: argparse.ArgumentParser) -> argparse.Argument
     p("--dtype", default=None, help=f"model dtype: auto, float32, bfloat16, ... (default {d('dtype')})")
     p("--max-model-len", type=int, default=None, help="vLLM context (default: longest prompt + episode budget)")
     p("--gpu-memory-utilization", type=float, default=0.9, help="vLLM (default 0.9)")
+    p("--kv-cache-memory-gib", type=float, default=None,
+      help="vLLM: the KV cache in GiB, not sized by the start-up memory profile (that profile fails when another "
+      "process on the GPU frees memory meanwhile: a training beside it); default: profiled")
     p("--tensor-parallel-size", type=int, default=1, help="vLLM (default 1)")
     p("--enforce-eager", action="store_true", help="vLLM: no CUDA graphs / compilation (faster start)")
     p("--no-score", action="store_true", help="only generate")

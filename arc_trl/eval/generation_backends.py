@@ -103,9 +103,21 @@ def build_generator(args, tokenizer, eos_ids: list[int], max_model_len: int, sta
         model=model, dtype=vllm_dtype(args.model, args.dtype), max_model_len=max_model_len, seed=args.seed,
         enforce_eager=args.enforce_eager, gpu_memory_utilization=args.gpu_memory_utilization,
         tensor_parallel_size=args.tensor_parallel_size, enable_prefix_caching=True,
+        **engine_memory_kwargs(getattr(args, "kv_cache_memory_gib", None)),
     )
     stack.callback(shutdown_engine, llm)
     return VLLMGenerator(llm, eos_ids, stop_token_ids=list(eos_ids), **sampling)
+
+
+def engine_memory_kwargs(kv_cache_memory_gib: float | None) -> dict[str, int]:
+    """`--kv-cache-memory-gib`: the engine's KV cache fixed in GiB (vLLM's kv_cache_memory_bytes) instead of sized by
+    its start-up memory profile, which fails when another process on the GPU frees memory meanwhile."""
+    from arc_trl.integrations.colocated_engine import kv_cache_memory_kwargs
+
+    try:
+        return kv_cache_memory_kwargs(kv_cache_memory_gib)
+    except ValueError:
+        raise GenerateInputError(f"--kv-cache-memory-gib must be > 0, got {kv_cache_memory_gib}") from None
 
 
 def vllm_dtype(model: str, dtype: str) -> str:

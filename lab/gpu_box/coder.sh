@@ -22,6 +22,7 @@
 #   deadline S:   every GRPO run started from now on ends S seconds after this machine's first stash (WORK/deadline,
 #                 read by each run as it starts: arc_experiments/coder/grpo.py's --max_train_seconds); the first call
 #                 comes ~60 s after the machine started, so S = 1600 leaves the last collect ~140 s of a 30-min machine
+#   budget S:     every GRPO run trains S seconds (the arms at equal time; cut to what the deadline leaves)
 # Make the calls back to back: an idle machine is taken back ~30 s after a call ends, and the queue with it.
 set -uo pipefail
 export PYTHONUNBUFFERED=1 VLLM_USE_FLASHINFER_SAMPLER=0 NCCL_NVLS_ENABLE=0
@@ -31,6 +32,7 @@ while [ $# -gt 0 ]; do
   case "$1" in
     stash) [ -f /tmp/ferry-t0 ] || date +%s > /tmp/ferry-t0  # the machine's first call: `deadline` counts from it
       python3 lab/gpu_box/ferry.py stash "$2" | tail -1; shift 2 ;;
+    budget) mkdir -p $WORK && echo "$2" > $WORK/train_seconds && echo "budget: each GRPO run trains $2 s"; shift 2 ;;
     deadline) mkdir -p $WORK && echo $(( $(cat /tmp/ferry-t0) + $2 )) > $WORK/deadline
       echo "deadline: $(date -d @"$(cat $WORK/deadline)" +%T) ($(( $(cat $WORK/deadline) - $(date +%s) )) s from now)"
       shift 2 ;;

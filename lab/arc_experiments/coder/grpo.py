@@ -45,15 +45,22 @@ def session_deadline(file: Path) -> float | None:
     return float(text) if text else None
 
 
-def time_budget(deadline: float | None, now: float) -> tuple[list[str], int] | None:
-    """A run that must end by `deadline` (unix seconds: GRPO_DEADLINE, the machine's end): its `--max_train_seconds`
-    and the command's limit; None when too little time is left to train (under a minute). No deadline: 3 hours."""
+def time_budget(deadline: float | None, now: float, train_seconds: float | None = None) -> tuple[list[str], int] | None:
+    """A run's `--max_train_seconds` and the command's limit: `train_seconds` (the arms' equal budget:
+    WORK/train_seconds, `coder.sh budget S`), cut to what `deadline` (unix seconds: the machine's end) leaves after
+    STARTUP_S; None when that is under a minute. Neither: no budget, a 3-hour limit."""
     if deadline is None:
-        return [], 3 * 3600
-    seconds = deadline - now - STARTUP_S
+        return (["--max_train_seconds", str(int(train_seconds))], int(train_seconds + STARTUP_S + 600)) \
+            if train_seconds else ([], 3 * 3600)
+    seconds = min(deadline - now - STARTUP_S, train_seconds or float("inf"))
     if seconds < 60:
         return None
     return ["--max_train_seconds", str(int(seconds))], int(deadline - now + 30)
+
+
+def read_number(file: Path) -> float | None:
+    """A number written to a file of the work folder (`coder.sh budget S`), None without the file."""
+    return float(file.read_text()) if file.exists() and file.read_text().strip() else None
 SMOKE = ["--use_cpu", "true", "--bf16", "false", "--dtype", "float32", "--use_vllm", "false",
          "--gradient_checkpointing", "false", "--max_steps", "1", "--num_generations", "2",
          "--per_device_train_batch_size", "2", "--gradient_accumulation_steps", "1", "--max_turns", "1",
@@ -103,13 +110,36 @@ def grpo(work: Any, arm: str, seed: int, queue: Any) -> int:
     teacher = warm_model(work, "qwen15") if ARMS[arm] else None
     if student is None or (ARMS[arm] and teacher is None):
         return 1
-    budget = time_budget(session_deadline(work.path("deadline")), time.time())
+    budget = time_budget(session_deadline(work.path("deadline")), time.time(), read_number(work.path("train_seconds")))
     if budget is None:
         say(f"   grpo-qwen05-{arm}-s{seed}: under a minute to train before GRPO_DEADLINE, not started")
         return 1
     argv = train_argv(student, teacher, arm, seed, out, training_ids(train_ids()), queue.chosen(work),
                       smoke=work.smoke)
     return command(work, f"grpo-qwen05-{arm}-s{seed}", argv + budget[0], limit=budget[1])
+
+
+def trained(out: Path) -> bool:
+    """A finished run with its final adapter (a stand-in run_summary, `placeholder`, is not one)."""
+    summary = out / "run_summary.json"
+    return summary.exists() and "placeholder" not in summary.read_text() and (out / "adapter_config.json").exists()
+
+
+def evaluate(work: Any, arm: str, seed: int, queue: Any) -> int:
+    """A finished run's final adapter on the warm 0.5B: the 100 validation tasks (the choice of a run's steps and
+    arm) and the ARC-AGI-1 evaluation tasks (reported only), 8 attempts each, in the warm start's harness; the same
+    session's warm/qwen05/{validation,eval} are the baseline they are paired with."""
+    from arc_experiments.coder.plan import EVAL, N_ZERO_SHOT, generate_argv
+
+    out = work.path("grpo", f"{arm}-s{seed}")
+    served = queue.warm_model(work, "qwen05")
+    if served is None:
+        return 1
+    harness = queue.chosen(work)
+    splits = {"validation": (TRAIN, validation_ids(queue.train_ids())), "eval": (EVAL, None)}
+    jobs = [(out / split, generate_argv(served, harness, dataset, out / split, N_ZERO_SHOT, ids, adapter=out),
+             N_ZERO_SHOT) for split, (dataset, ids) in splits.items()]
+    return queue.generate_folders(work, f"eval-grpo-qwen05-{arm}-s{seed}", served, jobs, background_score=True)
 
 
 def grpo_stages(work: Any, warm_ready: Callable[[str], bool], queue: Any) -> list[Stage]:
@@ -119,5 +149,9 @@ def grpo_stages(work: Any, warm_ready: Callable[[str], bool], queue: Any) -> lis
     def ready(arm: str) -> bool:
         return warm_ready("qwen05") and (not ARMS[arm] or warm_ready("qwen15"))
 
-    return [(f"grpo-qwen05-{arm}-s{seed}", lambda arm=arm: ready(arm),
+    runs = [(f"grpo-qwen05-{arm}-s{seed}", lambda arm=arm: ready(arm),
              lambda arm=arm, seed=seed: grpo(work, arm, seed, queue)) for arm, seed in order]
+    evaluations = [(f"eval-grpo-qwen05-{arm}-s{seed}",
+                    lambda arm=arm, seed=seed: trained(work.path("grpo", f"{arm}-s{seed}")) and warm_ready("qwen05"),
+                    lambda arm=arm, seed=seed: evaluate(work, arm, seed, queue)) for arm, seed in order]
+    return runs + evaluations

@@ -18,7 +18,9 @@ VALIDATION_SEED, N_VALIDATION = 59, 100
 MAX_MODEL_LEN = 24576  # the longest spaced-grid prompt of ARC-AGI-1 is 16.6k tokens (Qwen's tokenizer) + the budget
 N_HARNESS, N_ZERO_SHOT = 4, 8  # attempts per task: harness arms, the tables
 SEED = 0
-GEN_MEMORY = 0.45  # an engine's share of the GPU: the other half trains beside it (the next model's warm start)
+GEN_MEMORY = 0.2  # the free share an engine asks for at its start: trainings and other engines run beside it
+GEN_KV_GIB = 20.0  # its KV cache, fixed (not profiled: the profile fails when a process beside it frees memory);
+#                    1.7M tokens of the 0.5B (12 KiB a token), 0.75M of the 1.5B (28 KiB): 512 episodes in play
 
 
 @dataclass(frozen=True)
@@ -90,12 +92,13 @@ def choose_arm(metrics: dict[str, dict[str, Any]]) -> str:
 
 
 def generate_argv(model: Path, arm: Arm, dataset: str, out: Path, n: int, task_ids: list[str] | None = None,
-                  batch_size: int = 512, workers: int = 12, adapter: Path | None = None) -> list[str]:
+                  batch_size: int = 512, workers: int = 12, adapter: Path | None = None,
+                  memory: float = GEN_MEMORY) -> list[str]:
     """`arc-trl evaluate generate`'s arguments for one folder (per-episode scheduling, `batch_size` episodes in
     play, the tasks' longest prompts allowed)."""
     argv = ["--model", str(model), "--dataset", dataset, "--output-dir", str(out), "--n-predictions", str(n),
             "--seed", str(SEED), "--rollout-scheduling", "per_episode", "--batch-size", str(batch_size),
             "--max-model-len", str(MAX_MODEL_LEN), "--workers", str(workers), "--gpu-memory-utilization",
-            str(GEN_MEMORY), "--no-progress", *arm.options()]
+            str(memory), "--kv-cache-memory-gib", str(GEN_KV_GIB), "--no-progress", *arm.options()]
     argv += ["--adapter", str(adapter)] if adapter else []
     return argv + (["--task-ids", *task_ids] if task_ids else [])

@@ -42,3 +42,15 @@ def test_the_opd_arm_trains_a_step_on_arc_training_tasks_with_the_teacher_live(t
     figures = run_figures(committed)
     assert figures["teacher_kl_step1"] == round(logs[0]["teacher_kl"], 6) and figures["steps"] == 1
     assert figures["step_s"]["teacher"] > 0 and figures["trained_tokens_per_s"] > 0
+    # its evaluation stage on the same machine: the final adapter on the validation and evaluation tasks (smoke
+    # sizes: 2 tasks, 1 attempt), generated and scored
+    from arc_experiments.coder.scoring import scorers_running
+
+    assert grpo.trained(out) and grpo.evaluate(work, "grpo-opd", 0, queue) == 0
+    deadline = time.monotonic() + 300
+    while scorers_running(work) and time.monotonic() < deadline:
+        time.sleep(1)
+    for split in ("validation", "eval"):
+        metrics = json.loads((out / split / "metrics.json").read_text())
+        assert metrics["n_tasks"] == 2 and metrics["n_attempts"] == 2, metrics
+

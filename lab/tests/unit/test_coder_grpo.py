@@ -8,7 +8,7 @@ import pytest
 from arc_experiments.coder import grpo
 from arc_experiments.coder import run as queue
 from arc_experiments.coder.plan import ARMS as HARNESSES
-from arc_experiments.coder.plan import validation_ids
+from arc_experiments.coder.plan import GEN_KV_GIB, validation_ids
 from arc_trl.tasks import load_tasks
 
 
@@ -100,3 +100,39 @@ def test_the_students_transcripts_need_only_its_zero_shot_training_folder(work, 
     run = {name: stage for name, _, stage in queue.stages(work)}
     run["zero-shot-train-qwen05"]()
     assert folders == [work.path("zero-shot", "qwen05", "train")]
+
+
+def test_a_finished_runs_adapter_is_evaluated_on_validation_and_eval_beside_the_warm_baseline(work, monkeypatch):
+    """eval-grpo-...: ready once the run saved its final adapter (a hand-made stand-in summary is not a run); two
+    folders, the 100 validation tasks and the evaluation split, 8 attempts, the warm 0.5B with the run's adapter."""
+    jobs = []
+    monkeypatch.setattr(queue, "generate_folders", lambda w, name, model, js, **k: jobs.extend(js) or 0)
+    monkeypatch.setattr(queue, "warm_model", lambda w, m: w.path("warm", m, "model"))
+    work.root.mkdir(parents=True)
+    work.path("choice.json").write_text('{"chosen": "coder-digits"}')
+    work.path("warm", "qwen05").mkdir(parents=True)
+    work.path("warm", "qwen05", "transcripts.jsonl").write_text("{}\n")
+    work.path("models", "qwen05").mkdir(parents=True)
+    work.path("models", "qwen05", "model.safetensors").write_bytes(b"")
+    stages = {name: (is_ready, stage) for name, is_ready, stage in queue.stages(work)}
+    ready, stage = stages["eval-grpo-qwen05-grpo-opd-s0"]
+    out = work.path("grpo", "grpo-opd-s0")
+    out.mkdir(parents=True)
+    (out / "run_summary.json").write_text('{"placeholder": "skipped"}')
+    (out / "adapter_config.json").write_text("{}")
+    assert not ready()  # a stand-in
+    (out / "run_summary.json").write_text("{}")
+    assert ready() and stage() == 0
+    assert [folder.name for folder, _, _ in jobs] == ["validation", "eval"] and all(n == 8 for _, _, n in jobs)
+    for folder, argv, _ in jobs:
+        assert flag(argv, "--adapter") == str(out) and flag(argv, "--model") == str(work.path("warm", "qwen05", "model"))
+        assert float(flag(argv, "--kv-cache-memory-gib")) == GEN_KV_GIB  # a fixed cache beside the trainings
+    assert flag(jobs[0][1], "--dataset") == "arc-agi-1/train" and flag(jobs[1][1], "--dataset") == "arc-agi-1/eval"
+    assert len(jobs[0][1][jobs[0][1].index("--task-ids") + 1:]) == 100 and "--task-ids" not in jobs[1][1]
+
+
+def test_the_arms_equal_budget_is_cut_to_what_the_deadline_leaves():
+    assert grpo.time_budget(None, 0.0, 400) == (["--max_train_seconds", "400"], 400 + grpo.STARTUP_S + 600)
+    now = 1000.0
+    assert grpo.time_budget(now + grpo.STARTUP_S + 900, now, 400)[0] == ["--max_train_seconds", "400"]
+    assert grpo.time_budget(now + grpo.STARTUP_S + 300, now, 400)[0] == ["--max_train_seconds", "300"]

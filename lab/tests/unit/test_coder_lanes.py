@@ -13,7 +13,7 @@ import pytest
 
 from arc_experiments.coder import grpo
 from arc_experiments.coder import run as queue
-from arc_experiments.coder.plan import ARMS, GEN_MEMORY, generate_argv
+from arc_experiments.coder.plan import ARMS, GEN_KV_GIB, GEN_MEMORY, generate_argv
 
 
 @pytest.fixture
@@ -90,9 +90,11 @@ def test_a_grpo_runs_budget_ends_it_before_the_deadline():
     assert grpo.time_budget(1000.0 + grpo.STARTUP_S + 59, 1000.0) is None  # under a minute: not started
 
 
-def test_an_engine_leaves_half_the_gpu_to_a_training_beside_it(tmp_path):
+def test_an_engine_leaves_the_gpu_to_trainings_beside_it(tmp_path):
+    """A fixed KV cache (no start-up profile to race) and a small free share asked for at its start."""
     argv = generate_argv(tmp_path, ARMS["coder-digits"], "arc-agi-1/train", tmp_path / "out", 8)
-    assert float(argv[argv.index("--gpu-memory-utilization") + 1]) == GEN_MEMORY <= 0.5
+    assert float(argv[argv.index("--gpu-memory-utilization") + 1]) == GEN_MEMORY <= 0.25
+    assert float(argv[argv.index("--kv-cache-memory-gib") + 1]) == GEN_KV_GIB
 
 
 def test_the_deadline_file_moves_the_session_end_while_lanes_run(tmp_path, monkeypatch):
