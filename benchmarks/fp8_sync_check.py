@@ -150,7 +150,8 @@ def main() -> int:
                             and record["synced_vs_fresh_fp8_untaught_max_abs_logp"] <= args.tolerance)
     Path(args.out).parent.mkdir(parents=True, exist_ok=True)
     Path(args.out).write_text(json.dumps(record, indent=1))
-    print(json.dumps({k: v for k, v in record.items() if not isinstance(v, (dict, list))}, indent=1))
+    counts = {f"n_{k}": len(record[k]) for k in ("layer_problems", "other_param_problems") if k in record}
+    print(json.dumps({**{k: v for k, v in record.items() if not isinstance(v, (dict, list))}, **counts}, indent=1))
     return 0 if record["passed"] else 1
 
 

@@ -32,8 +32,10 @@ while [ $# -gt 0 ]; do
   case "$1" in
     stash) [ -f /tmp/ferry-t0 ] || date +%s > /tmp/ferry-t0  # the machine's first call: `deadline` counts from it
       python3 lab/gpu_box/ferry.py stash "$2" | tail -1; shift 2 ;;
-    budget) mkdir -p $WORK && echo "$2" > $WORK/train_seconds && echo "budget: each GRPO run trains $2 s"; shift 2 ;;
-    deadline) mkdir -p $WORK && echo $(( $(cat /tmp/ferry-t0) + $2 )) > $WORK/deadline
+    budget) mkdir -p $WORK && echo "${2:?budget S}" > $WORK/.train_seconds && mv $WORK/.train_seconds $WORK/train_seconds
+      echo "budget: each GRPO run trains $2 s"; shift 2 ;;
+    deadline) t0=$(cat /tmp/ferry-t0 2>/dev/null) || { echo "deadline: no stash on this machine yet"; exit 2; }
+      mkdir -p $WORK && echo $(( t0 + ${2:?deadline S} )) > $WORK/.deadline && mv $WORK/.deadline $WORK/deadline
       echo "deadline: $(date -d @"$(cat $WORK/deadline)" +%T) ($(( $(cat $WORK/deadline) - $(date +%s) )) s from now)"
       shift 2 ;;
     start)
@@ -42,10 +44,13 @@ while [ $# -gt 0 ]; do
         echo "start: the bundle (or carry/) is not whole yet"; exit 2; fi
       if [ ! -d /tmp/site/vllm ]; then mkdir -p /tmp/site && cat $FERRY/bundle/part.* | xz -d -T8 | tar -x -C /tmp/site \
         || exit 2; fi
+      if [ -n "$lane" ] && [ -z "${ONLY:-}" ]; then echo "start: a lane runs its own stages: LANE=$LANE needs ONLY="
+        exit 2; fi
       if [ -f $WORK/pid$lane ] && kill -0 "$(cat $WORK/pid$lane)" 2>/dev/null; then echo "start: the queue runs already"
       else
-        mkdir -p $SRC $WORK  # copied once: a running lane's code stays as it started
-        [ -f $SRC/.copied ] || { tar --exclude=./.gpu -cf - . | tar -x -C $SRC && touch $SRC/.copied; }
+        running=0; for p in $WORK/pid*; do [ -f "$p" ] && kill -0 "$(cat "$p")" 2>/dev/null && running=1; done
+        mkdir -p $SRC $WORK  # a fresh copy unless a lane runs from it (its code stays as it started)
+        [ $running = 1 ] || tar --exclude=./.gpu -cf - . | tar -x -C $SRC
         for t in results/coder/carry/*.tar.gz; do  # folders an earlier machine made (full, unslimmed): not redone
           [ -f "$t" ] && tar -xzf "$t" -C $WORK --skip-old-files && echo "start: $t unpacked into $WORK"; done
         for t in $FERRY/carry/*.tar; do  # e.g. warm/qwen15/model (an adapter collect-model sent back): not retrained
@@ -53,7 +58,7 @@ while [ $# -gt 0 ]; do
         here=$PWD; cd $SRC; export PYTHONPATH=/tmp/site:$SRC/lab:$SRC PATH=/tmp/site/bin:$PATH
         choice=""; [ -f results/coder/choice.json ] && choice="--choice $SRC/results/coder/choice.json"  # measured once
         only=""; [ -n "${ONLY:-}" ] && only="--only $ONLY"  # e.g. ONLY=import-qwen05,zero-shot-qwen05,warm-qwen05
-        patient=""; [ -n "$lane" ] && patient="--patient ${PATIENT:-1800}"
+        patient="--patient ${PATIENT:-1800}"  # another lane may be making what a stage here needs
         setsid nohup python3 -m arc_experiments.coder run --work $WORK --wheels $FERRY/wheels $choice $only $patient \
           --assemble "python3 $SRC/lab/gpu_box/ferry.py assemble $FERRY" > $WORK/queue$lane.log 2>&1 < /dev/null &
         echo $! > $WORK/pid$lane; disown; cd "$here"

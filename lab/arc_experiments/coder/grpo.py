@@ -35,7 +35,7 @@ ARMS: dict[str, list[str]] = {
 }
 SEEDS = (0, 1, 2)
 STEPS = int(os.environ.get("GRPO_STEPS", "100"))  # a session's share: GRPO_STEPS=10 bash lab/gpu_box/coder.sh ... start
-STARTUP_S = 240  # before train() starts (student, engine, teacher) + the step that ends past the budget + its save
+STARTUP_S = 300  # before train() (student, engine, teacher: ~2 min) + the step that ends past the budget + its save
 
 
 def session_deadline(file: Path) -> float | None:
@@ -112,7 +112,7 @@ def grpo(work: Any, arm: str, seed: int, queue: Any) -> int:
         return 1
     budget = time_budget(session_deadline(work.path("deadline")), time.time(), read_number(work.path("train_seconds")))
     if budget is None:
-        say(f"   grpo-qwen05-{arm}-s{seed}: under a minute to train before GRPO_DEADLINE, not started")
+        say(f"   grpo-qwen05-{arm}-s{seed}: under a minute to train before the session's deadline, not started")
         return 1
     argv = train_argv(student, teacher, arm, seed, out, training_ids(train_ids()), queue.chosen(work),
                       smoke=work.smoke)

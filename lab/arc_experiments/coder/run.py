@@ -313,7 +313,8 @@ def run_stages(work: Work, pending: list[tuple[str, Callable[[], bool], Callable
                 subprocess.run(assemble, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
                 if next((s for s in pending if s[1]()), None) is not None:
                     continue
-            waiting_here = scorers_running(work) or any(name.startswith("import-") for name, _, _ in pending)
+            waiting_here = (scorers_running(work) or any(name.startswith("import-") for name, _, _ in pending)
+                            or any(being_made(work.path("warm", m)) for m in MODELS))  # another lane's warm start
             idle_since = None if waiting_here else (idle_since or time.monotonic())
             if idle_since is not None and time.monotonic() - idle_since >= patient_s:
                 say(f"   never ready (a stage they need failed): {', '.join(name for name, _, _ in pending)}")

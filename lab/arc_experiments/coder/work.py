@@ -7,6 +7,7 @@ import contextlib
 import fcntl
 import json
 import time
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -50,7 +51,7 @@ class Work:
 
 
 @contextlib.contextmanager
-def making(folder: Path):
+def making(folder: Path) -> Iterator[None]:
     """Held while a warm start is made (transcripts, SFT, merge): a second queue on the machine (`coder.sh`'s LANE)
     waits for it (`being_made`) and then finds it made, rather than training the same model beside it."""
     folder.mkdir(parents=True, exist_ok=True)
@@ -65,7 +66,7 @@ def being_made(folder: Path) -> bool:
         return False
     with open(folder / "making.lock") as lock:
         try:
-            fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            fcntl.flock(lock, fcntl.LOCK_SH | fcntl.LOCK_NB)  # shared: two probes never see each other
         except BlockingIOError:
             return True
         fcntl.flock(lock, fcntl.LOCK_UN)

@@ -36,7 +36,7 @@ def test_the_opd_arm_trains_a_step_on_arc_training_tasks_with_the_teacher_live(t
     assert config["max_train_seconds"] >= 899  # the deadline's budget reached the trainer; one step stayed within it
     assert json.loads((out / "run_summary.json").read_text())["time_budget_stop_step"] is None
     # what is committed of it, and its figures: the gap at step 1 is the trainer's own teacher_kl of that step
-    from arc_experiments.coder.records import run_figures, slim_runs
+    from arc_experiments.coder.runs import run_figures, slim_runs
 
     [committed] = slim_runs(work.root, tmp_path / "results")
     figures = run_figures(committed)

@@ -21,9 +21,11 @@ def work(tmp_path):
     return queue.Work(root=tmp_path / "work", wheels=tmp_path / "wheels")
 
 
-def _hold_lock(folder, seconds: float) -> subprocess.Popen:
+def _hold_lock(folder, seconds: float, makes: str = "") -> subprocess.Popen:
+    """A process that holds `making(folder)` for `seconds`, then writes `makes` (a file: what it made) and lets go."""
+    made = f"\n    Path({makes!r}).parent.mkdir(parents=True, exist_ok=True); Path({makes!r}).write_text('{{}}')" * bool(makes)
     code = (f"import time; from pathlib import Path; from arc_experiments.coder.work import making\n"
-            f"with making(Path({str(folder)!r})):\n    print('held', flush=True); time.sleep({seconds})\n")
+            f"with making(Path({str(folder)!r})):\n    print('held', flush=True); time.sleep({seconds}){made}\n")
     process = subprocess.Popen([sys.executable, "-c", code], stdout=subprocess.PIPE, text=True)
     assert process.stdout.readline().strip() == "held"
     return process
@@ -53,9 +55,8 @@ def test_the_second_lane_finds_the_warm_start_made_and_does_not_train_it(work, m
     made = work.path("warm", "qwen05", "model")
     work.root.mkdir(parents=True)
     work.path("choice.json").write_text('{"chosen": "coder-digits"}')
-    holder = _hold_lock(work.path("warm", "qwen05"), 1.0)
-    made.mkdir(parents=True)
-    (made / "config.json").write_text("{}")  # what the holder made meanwhile
+    holder = _hold_lock(work.path("warm", "qwen05"), 1.0, makes=str(made / "config.json"))  # made while it holds
+    assert not (made / "config.json").exists()
     monkeypatch.setattr(queue, "command", lambda *a, **k: pytest.fail("trained the warm start again"))
     started = time.monotonic()
     assert queue.warm_model(work, "qwen05") == made
@@ -107,3 +108,14 @@ def test_the_deadline_file_moves_the_session_end_while_lanes_run(tmp_path, monke
     assert grpo.session_deadline(file) == 1000.0
     file.write_text("2500\n")
     assert grpo.session_deadline(file) == 2500.0
+
+
+def test_a_lane_without_patience_waits_while_another_makes_a_warm_start(work):
+    """A warm start another lane holds is something to wait for, not a stage that failed: even with no patience the
+    lane runs its stage once the holder is done."""
+    folder = work.path("warm", "qwen05")
+    holder = _hold_lock(folder, 1.0)
+    ran = []
+    stage = ("after-warm-start", lambda: not queue.being_made(folder), lambda: ran.append(1) or 0)
+    assert queue.run_stages(work, [stage], None, poll_s=0.05, patient_s=0) == 0 and ran == [1]
+    holder.wait()

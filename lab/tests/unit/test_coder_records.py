@@ -125,7 +125,7 @@ def test_solved_tasks_of_two_folders_are_counted_alone_and_together(tmp_path):
 def test_a_grpo_runs_steps_give_the_gap_at_step_1_and_the_steps_parts(tmp_path):
     """slim_runs keeps each logged step's figures (not the trainer's whole state) and leaves a hand-made stand-in out;
     run_figures reads the student-teacher gap at step 1 and the step's parts from them."""
-    from arc_experiments.coder.records import run_figures, slim_runs
+    from arc_experiments.coder.runs import run_figures, slim_runs
 
     work = tmp_path / "work"
     history = [{"step": s, "reward": r, "teacher_kl": kl, "rewards/valid_outputs/mean": v, "time/step": 10.0 * s,
