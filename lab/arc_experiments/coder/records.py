@@ -208,8 +208,15 @@ def summary(root: Path) -> dict[str, Any]:
                                      **{key: paired_difference(small, big, key) for key in ("valid_outputs", "passed")}}
         for big in sorted(base.glob("warm/qwen15/*")) if (big / "per_attempt.jsonl.gz").exists()
         for small in [base / "warm" / "qwen05" / big.name] if (small / "per_attempt.jsonl.gz").exists()}
-    runs = sorted(p.parent for p in base.glob("grpo/*/steps.jsonl"))
-    out["grpo"] = {run.name: run_figures(run) for run in runs}  # issue 60's runs (empty: none committed yet)
+    runs = sorted(p.parent for p in base.glob("**/grpo/*/steps.jsonl"))  # issue 60's runs, sessions/DATE/grpo/RUN
+    out["grpo"] = {str(run.relative_to(base)): run_figures(run) for run in runs}
+    out["grpo_vs_warm"] = {  # a run's adapter minus the warm 0.5B it started from (the same session's), by task
+        str((run / split).relative_to(base)): {
+            "solved_tasks": solved_overlap(warm, run / split),
+            **{key: paired_difference(warm, run / split, key) for key in ("valid_outputs", "passed")}}
+        for run in runs for split in ("validation", "eval")
+        for warm in [run.parent.parent / "warm" / "qwen05" / split]
+        if (run / split / "per_attempt.jsonl.gz").exists() and (warm / "per_attempt.jsonl.gz").exists()}
     out["reruns"] = {}  # a folder generated again on a later machine (same seed, harness, model) minus the first one
     for again in sorted(p.parent for p in base.glob("reruns/*/**/per_attempt.jsonl.gz")):
         first = base.joinpath(*again.relative_to(base).parts[2:])  # reruns/DATE/zero-shot/... -> zero-shot/...

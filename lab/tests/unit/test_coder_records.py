@@ -152,3 +152,27 @@ def test_a_grpo_runs_steps_give_the_gap_at_step_1_and_the_steps_parts(tmp_path):
     assert figures["step_s"]["step"] == 15.0 and figures["step_s"]["generate"] == 6.0
     assert figures["generated_tokens_per_s"] == round(800 / 12.0, 1) and figures["trained_tokens_per_s"] == round(2000 / 15.0, 1)
     assert figures["teacher_tau"] == 0.1 and figures["max_train_seconds"] == 600 and figures["collapse_levels"] == [0]
+
+
+def test_a_sessions_runs_are_paired_with_its_own_warm_baseline_by_task(work, tmp_path):
+    """results/coder/sessions/S/grpo/RUN/eval minus sessions/S/warm/qwen05/eval, task by task (the warm start
+    differs from session to session: a run is compared with the one it started from). The fixture's two scored
+    folders stand for them: the zero-shot one as the warm baseline, the harness one as the run's evaluation."""
+    import shutil
+
+    from arc_experiments.coder.records import summary
+
+    slimmed = tmp_path / "slim"
+    slim(work, slimmed)
+    session = tmp_path / "results" / "coder" / "sessions" / "7"
+    run = session / "grpo" / "grpo-opd-s0"
+    shutil.copytree(slimmed / "zero-shot" / "qwen05" / "train", session / "warm" / "qwen05" / "eval")
+    shutil.copytree(slimmed / "harness" / "qwen05" / "coder-spaced", run / "eval")
+    (run / "steps.jsonl").write_text(json.dumps({"step": 1, "reward": 0.0, "teacher_kl": 0.2}) + "\n")
+    out = summary(tmp_path)
+    assert list(out["grpo"]) == ["sessions/7/grpo/grpo-opd-s0"] and out["grpo"]["sessions/7/grpo/grpo-opd-s0"][
+        "teacher_kl_step1"] == 0.2
+    pair = out["grpo_vs_warm"]["sessions/7/grpo/grpo-opd-s0/eval"]
+    # mirror: 0/4 -> 2/5 solved attempts, same: 3/4 -> 2/5
+    assert pair["passed"]["tasks"] == 2 and pair["passed"]["mean"] == pytest.approx((0.4 + (0.4 - 0.75)) / 2)
+    assert pair["solved_tasks"] == {"first_only": 0, "second_only": 1, "both": 1}
