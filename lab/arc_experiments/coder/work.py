@@ -28,7 +28,7 @@ class Work:
             return argv, n
         argv = [*argv]
         for flag, value in (("--n-predictions", "1"), ("--max-tokens-per-turn", "48"), ("--batch-size", "4"),
-                            ("--workers", "2"), ("--max-model-len", "4096")):
+                            ("--workers", "2"), ("--max-model-len", "4096"), ("--kv-cache-memory-gib", "1")):
             if flag in argv:
                 argv[argv.index(flag) + 1] = value
         return [*argv, "--max-tasks", "2", "--max-prompt-tokens", "1500", "--enforce-eager"], 1
