@@ -56,14 +56,14 @@ class Probe(TrainerCallback):
         self.end_logits.append(logits(model))
 
 
-def runner_for(tiny_model_dir, probe: Probe | None = None, **ttrl) -> AdaptingRunner:
+def runner_for(tiny_model_dir, probe: Probe | None = None, args: dict | None = None, **ttrl) -> AdaptingRunner:
     from trl import ModelConfig
 
     from arc_trl.train_entry import load_tokenizer
 
     tokenizer = load_tokenizer(ModelConfig(model_name_or_path=str(tiny_model_dir)))[0]
     kwargs = {"reward_funcs": [alternating_reward], "callbacks": [probe] if probe else []}
-    context = run_context(tokenizer, str(tiny_model_dir), args={"max_steps": 2, "learning_rate": 0.05},
+    context = run_context(tokenizer, str(tiny_model_dir), args={"max_steps": 2, "learning_rate": 0.05, **(args or {})},
                           ttrl=ttrl, clock=FakeClock(), trainer_kwargs=kwargs)
     context.peft_config = LoraConfig(r=4, lora_alpha=8, target_modules=["q_proj", "v_proj"], task_type="CAUSAL_LM")
     return AdaptingRunner(context)
@@ -113,9 +113,11 @@ def _adapter(folder: TaskFolder) -> dict[str, torch.Tensor]:
 
 
 def test_a_task_gives_the_same_result_after_another_task_as_alone(tiny_model_dir, tmp_path):
+    # one step of a generation batch of two: task 1 leaves TRL's second micro-batch buffered (it must not be trained)
+    args = {"max_steps": 1, "steps_per_generation": 2}
     first, second = make_task(0), make_task(1)
-    after = run(runner_for(tiny_model_dir, keep_adapters=True), [first, second], tmp_path / "after")
-    alone = run(runner_for(tiny_model_dir, keep_adapters=True), [second], tmp_path / "alone")
+    after = run(runner_for(tiny_model_dir, args=args, keep_adapters=True), [first, second], tmp_path / "after")
+    alone = run(runner_for(tiny_model_dir, args=args, keep_adapters=True), [second], tmp_path / "alone")
     assert after[second.id]["reward_first"] == alone[second.id]["reward_first"]
     folders = TaskFolder(tmp_path / "after", second.id), TaskFolder(tmp_path / "alone", second.id)
     trained, by_itself = (_adapter(f) for f in folders)
