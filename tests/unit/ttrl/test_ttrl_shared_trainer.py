@@ -1,7 +1,7 @@
 """One trainer for a whole test-time run (arc_trl/ttrl/shared_trainer.py), with the tiny model on CPU and a reward
 that alternates within each group (so every step has a gradient and the LoRA weights move): built once for three
-tasks; each task starts from the start model (its logits), a new optimizer, step 0 and its own folder; a task gives
-the same adapter and attempts after another task as alone."""
+tasks; each task starts from the start model (its logits), a new optimizer, step 0 and its own folder (LoRA, and full
+fine-tuning: every weight restored); a task gives the same adapter and attempts after another task as alone."""
 
 from __future__ import annotations
 
@@ -56,7 +56,8 @@ class Probe(TrainerCallback):
         self.end_logits.append(logits(model))
 
 
-def runner_for(tiny_model_dir, probe: Probe | None = None, args: dict | None = None, **ttrl) -> AdaptingRunner:
+def runner_for(tiny_model_dir, probe: Probe | None = None, args: dict | None = None, lora: bool = True,
+               **ttrl) -> AdaptingRunner:
     from trl import ModelConfig
 
     from arc_trl.train_entry import load_tokenizer
@@ -65,8 +66,16 @@ def runner_for(tiny_model_dir, probe: Probe | None = None, args: dict | None = N
     kwargs = {"reward_funcs": [alternating_reward], "callbacks": [probe] if probe else []}
     context = run_context(tokenizer, str(tiny_model_dir), args={"max_steps": 2, "learning_rate": 0.05, **(args or {})},
                           ttrl=ttrl, clock=FakeClock(), trainer_kwargs=kwargs)
-    context.peft_config = LoraConfig(r=4, lora_alpha=8, target_modules=["q_proj", "v_proj"], task_type="CAUSAL_LM")
+    if lora:
+        context.peft_config = LoraConfig(r=4, lora_alpha=8, target_modules=["q_proj", "v_proj"],
+                                         task_type="CAUSAL_LM")
     return AdaptingRunner(context)
+
+
+def start_logits(tiny_model_dir) -> torch.Tensor:
+    from transformers import AutoModelForCausalLM
+
+    return logits(AutoModelForCausalLM.from_pretrained(str(tiny_model_dir), dtype=torch.float32))
 
 
 def run(runner: AdaptingRunner, tasks: list[ArcTask], out) -> dict[str, dict]:
@@ -76,8 +85,6 @@ def run(runner: AdaptingRunner, tasks: list[ArcTask], out) -> dict[str, dict]:
 
 
 def test_one_trainer_serves_three_tasks_each_from_the_start_model(tiny_model_dir, tmp_path, monkeypatch):
-    from transformers import AutoModelForCausalLM
-
     from arc_trl.trainer import ArcGRPOTrainer
 
     builds = []
@@ -92,7 +99,7 @@ def test_one_trainer_serves_three_tasks_each_from_the_start_model(tiny_model_dir
     records = run(runner_for(tiny_model_dir, probe), [make_task(k) for k in range(3)], tmp_path)
     assert len(builds) == 1, "a trainer (a model load, an engine) per task"
     assert [r["steps"] for r in records.values()] == [2, 2, 2] and all(r["adapted"] for r in records.values())
-    start = logits(AutoModelForCausalLM.from_pretrained(str(tiny_model_dir), dtype=torch.float32))
+    start = start_logits(tiny_model_dir)
     assert (probe.end_logits[0] - start).abs().max() > 1e-3, "task 1 did not move the weights: the check is vacuous"
     for k, begin in enumerate(probe.begins):
         torch.testing.assert_close(begin["logits"], start, atol=1e-6, rtol=0, msg=f"task {k + 1} did not start "
@@ -100,6 +107,15 @@ def test_one_trainer_serves_three_tasks_each_from_the_start_model(tiny_model_dir
         assert begin["step"] == 0 and begin["moments"] == 0, f"task {k + 1}: a step or optimizer state carried over"
         assert begin["output_dir"] == str(TaskFolder(tmp_path, f"task{k}").train_dir)
         assert all(begin["optimizer"] is not other["optimizer"] for other in probe.begins[:k])
+
+
+def test_full_fine_tuning_restores_every_start_weight(tiny_model_dir, tmp_path):
+    probe = Probe()
+    run(runner_for(tiny_model_dir, probe, args={"max_steps": 1}, lora=False), [make_task(0), make_task(1)], tmp_path)
+    start = start_logits(tiny_model_dir)
+    assert (probe.end_logits[0] - start).abs().max() > 1e-3, "task 1 did not move the weights: the check is vacuous"
+    torch.testing.assert_close(probe.begins[1]["logits"], start, atol=1e-6, rtol=0)
+    assert probe.begins[1]["moments"] == 0
 
 
 def _attempts(folder: TaskFolder) -> list[str]:
