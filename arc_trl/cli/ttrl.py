@@ -2,11 +2,12 @@
 
     arc-trl ttrl --config configs/ttrl-tiny-cpu.yaml --dataset CHALLENGES.json --output_dir OUT
 
-For each task: GRPO on its leave-one-out episodes (`arc_trl.ttrl.leave_one_out`) from the start model, within the
-budgets (`max_steps`, `task_max_seconds`, `total_max_seconds`), then `n_attempts` episodes on its test inputs with the
-adapted policy; finally `OUT/submission.json`, validated, two attempts per test input. The config is `arc-trl train`'s
-(one YAML, flags override it) plus `TtrlArguments` (`arc_trl/ttrl/settings.py`); `dataset`, `task_ids` and
-`max_tasks` pick the tasks. Rerunning the command resumes: finished tasks are skipped. docs/ttrl.md.
+For each task: GRPO on its leave-one-out episodes (`arc_trl.ttrl.leave_one_out`) from the start model (one trainer
+for the run, reset to it before every task: `arc_trl.ttrl.shared_trainer`), within the budgets (`max_steps`,
+`task_max_seconds`, `total_max_seconds`), then `n_attempts` episodes on its test inputs with the adapted policy;
+finally `OUT/submission.json`, validated, two attempts per test input. The config is `arc-trl train`'s (one YAML,
+flags override it) plus `TtrlArguments` (`arc_trl/ttrl/settings.py`); `dataset`, `task_ids` and `max_tasks` pick the
+tasks. Rerunning the command resumes: finished tasks are skipped. docs/ttrl.md.
 """
 
 from __future__ import annotations
@@ -32,7 +33,7 @@ def parse(argv: list[str]) -> tuple:
     script, arc, args, model_args, ttrl = parse_config_with(argv, extra=(TtrlArguments,), command="ttrl")
     problems = ttrl_config_problems(script, arc)
     if script.use_unsloth:
-        problems.append("use_unsloth: not supported by ttrl (a trainer per task); set it false")
+        problems.append("use_unsloth: not supported by ttrl; set it false")
     if problems:
         raise SystemExit(f"error in {where}: " + "; ".join(problems))
     if ttrl.adapter is not None and not Path(ttrl.adapter, "adapter_config.json").is_file():
@@ -110,7 +111,8 @@ def run(argv: Sequence[str], clock: Callable[[], float] = time.monotonic,
         return {"n_tasks": len(tasks), "check_config": True}
     out.mkdir(parents=True, exist_ok=True)
     context.model = start_model(model_args, ttrl, out, tokenizer)
-    report = run_tasks(tasks, out, runner, budget)
+    with runner:  # one trainer for every task (built at the first that runs), closed after the last
+        report = run_tasks(tasks, out, runner, budget)
     summary = write_ttrl_submission(out, tasks, ttrl.fallback)
     summary.update(seconds=round(budget.elapsed(), 3), ran=report.ran, skipped_done=report.skipped_done,
                    not_started=report.not_started, not_adapted=report.not_adapted,

@@ -33,7 +33,9 @@ TRL or vLLM upgrade is checked in this file (and its two module-level patches, b
   in-process engine samples from;
 - `reset_generation_state`, `save_checkpoint_now`, `scale_scheduler_lr`: the collapse guard's in-place rollback
   (`GRPOTrainer._last_loaded_step`, `_buffered_inputs`, `_step`; `Trainer._save_checkpoint`; torch's
-  `LRScheduler._last_lr`).
+  `LRScheduler._last_lr`);
+- `start_new_run`: the same generation state and `GRPOTrainer._metrics` / `_pending_metrics`, for a trainer that
+  `arc-trl ttrl` reuses from task to task (arc_trl/ttrl/shared_trainer.py).
 
 What the rollout (`arc_trl.rollout`) may touch: the trainer TRL hands to `rollout_func` only through its public
 attributes (`processing_class`, `chat_template_kwargs`, `eos_token_ids`, `accelerator`, `state`, `use_vllm`,
@@ -439,6 +441,17 @@ def reset_generation_state(trainer) -> None:
         trainer._last_loaded_step = -1
     trainer._buffered_inputs = None
     trainer._step = 0
+
+
+def start_new_run(trainer) -> None:
+    """Before a reused trainer trains on its next task: the generation state of a newly built trainer
+    (`reset_generation_state`: the weights are pushed to vLLM at the next generation, whatever the step numbers) and
+    no metric of the previous task left to average into this task's first log."""
+    reset_generation_state(trainer)
+    for mode in getattr(trainer, "_metrics", {}).values():  # TRL private: {"train"|"eval": name -> values}
+        mode.clear()
+    if hasattr(trainer, "_pending_metrics"):  # TRL private: values gathered into the next log
+        trainer._pending_metrics.clear()
 
 
 def save_checkpoint_now(trainer) -> None:

@@ -1,11 +1,13 @@
 """The work on one task of a test-time run: GRPO on its leave-one-out episodes, then the attempts on its test inputs.
 
-`AdaptingRunner` builds an `ArcGRPOTrainer` per task (the run's config, the task's leave-one-out rows as its
-`train_dataset`, LoRA as configured), trains it for the task's budget (`max_steps`, and `TimeBudgetCallback` for the
-seconds), then plays `n_attempts` episodes on the task's real test inputs with the adapted policy through the
-trainer's own generation backend and sandbox pool (`arc_trl.eval.generate.generate_attempts`, as the in-training
-evaluation does). A task that cannot be left one out (a single training pair; every leave-one-out prompt over
-`max_prompt_tokens`) is attempted by the start model, unadapted, and its record says why.
+`AdaptingRunner` builds one `ArcGRPOTrainer` for the whole run, at the first task that runs (the run's config, LoRA
+as configured: one model load, one colocated vLLM engine, one sandbox pool), and before every task resets it to the
+start model with the task's leave-one-out rows as its `train_dataset` (`arc_trl.ttrl.shared_trainer`). It trains for
+the task's budget (`max_steps`, and `TimeBudgetCallback` for the seconds), then plays `n_attempts` episodes on the
+task's real test inputs with the adapted policy through the trainer's own generation backend and sandbox pool
+(`arc_trl.eval.generate.generate_attempts`, as the in-training evaluation does). A task that cannot be left one out
+(a single training pair; every leave-one-out prompt over `max_prompt_tokens`) is attempted by the start model,
+unadapted, and its record says why. `close()` (or the `with` block) ends the trainer.
 """
 
 from __future__ import annotations
@@ -15,6 +17,7 @@ import copy
 import gc
 import json
 import time
+from pathlib import Path
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
@@ -48,6 +51,22 @@ class AdaptingRunner:
         self.context = context
         script, arc = context.script, context.arc
         self.template = load_template(script.prompt_template, arc.agent_mode) if script.prompt_template else None
+        self.trainer = None  # built at the first task (build_trainer), reset before each (shared_trainer)
+        self.start = None  # its StartWeights
+        self.builds = 0
+
+    def __enter__(self) -> AdaptingRunner:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def close(self) -> None:
+        """End the run's trainer (its sandbox processes, background rollout) and free its memory."""
+        if self.trainer is not None:
+            self.trainer.close()
+            self.trainer = self.start = None
+            release_memory()
 
     # ------------------------------------------------------------------------------------------------ rows
     def rows(self, tasks: list[ArcTask], augment: bool) -> list[dict[str, Any]]:
@@ -74,6 +93,9 @@ class AdaptingRunner:
 
     # ------------------------------------------------------------------------------------------------ one task
     def __call__(self, task: ArcTask, folder: TaskFolder, train_seconds: float | None) -> dict[str, Any]:
+        from arc_trl.trainer.time_budget import TimeBudgetCallback
+        from arc_trl.ttrl.shared_trainer import end_task
+
         if task.test_outputs is not None:  # the loop is handed tasks without solutions; never train beside them
             raise ValueError(f"task {task.id!r}: ttrl takes tasks without their test outputs (without_solutions())")
         record: dict[str, Any] = {"n_train_pairs": len(task.train), "n_test_inputs": len(task.test_inputs),
@@ -88,42 +110,49 @@ class AdaptingRunner:
         elif not loo_rows:
             record["reason"] = (f"every leave-one-out prompt is longer than max_prompt_tokens "
                                 f"{self.context.script.max_prompt_tokens}: attempted by the start model")
-        trainer = self.build_trainer(folder, tile_rows(loo_rows, self.prompts_per_step()) or test_rows,
-                                     train_seconds if loo_rows else None)
+        budget = TimeBudgetCallback(train_seconds, clock=self.context.clock) if loo_rows and train_seconds else None
+        trainer = self.trainer_for(folder, tile_rows(loo_rows, self.prompts_per_step()) or test_rows,
+                                   [budget] if budget else [])
         try:
             if loo_rows:
-                record.update(self.train(trainer, len(loo_rows), train_seconds))
+                record.update(self.train(trainer, len(loo_rows), train_seconds, budget))
             record.update(self.attempt(trainer, task, test_rows[0]["prompt"], folder))
             if loo_rows and self.context.ttrl.keep_adapters:
                 trainer.save_model(str(folder.adapter_dir))
                 record["adapter"] = str(folder.adapter_dir)
         finally:
-            trainer.close()
-            del trainer
-            release_memory()
+            end_task(trainer, [budget] if budget else [])
         return record
 
-    def build_trainer(self, folder: TaskFolder, rows: list[dict[str, Any]], train_seconds: float | None):
+    def trainer_for(self, folder: TaskFolder, rows: list[dict[str, Any]], task_callbacks: list[Any]):
+        """The run's trainer (built at the first call), reset to the start model for this task (shared_trainer)."""
         from datasets import Dataset
 
+        from arc_trl.ttrl.shared_trainer import StartWeights, reset_for_task, restores_everything
+
+        dataset = Dataset.from_list(rows)
+        if self.trainer is None:
+            self.trainer = self.build_trainer(folder.train_dir, dataset)
+            self.builds += 1
+            self.start = StartWeights(self.trainer.model, everything=restores_everything(self.trainer))
+        reset_for_task(self.trainer, self.start, dataset, str(folder.train_dir), self.trainer.args.seed,
+                       task_callbacks)
+        return self.trainer
+
+    def build_trainer(self, output_dir: Path, train_dataset):
+        """The run's `ArcGRPOTrainer` (the first task's rows and folder; `reset_for_task` sets every task's)."""
         from arc_trl.trainer import ArcGRPOTrainer
-        from arc_trl.trainer.time_budget import TimeBudgetCallback
 
         context = self.context
         args = copy.deepcopy(context.args)
-        args.output_dir = str(folder.train_dir)
-        callbacks = [TimeBudgetCallback(train_seconds, clock=context.clock)] if train_seconds else []
+        args.output_dir = str(output_dir)
         return ArcGRPOTrainer(model=context.model, args=args, arc_config=copy.deepcopy(context.arc),
-                              train_dataset=Dataset.from_list(rows), processing_class=context.tokenizer,
-                              peft_config=copy.deepcopy(context.peft_config), callbacks=callbacks,
-                              **context.trainer_kwargs)
+                              train_dataset=train_dataset, processing_class=context.tokenizer,
+                              peft_config=copy.deepcopy(context.peft_config), **context.trainer_kwargs)
 
-    def train(self, trainer, n_prompts: int, train_seconds: float | None) -> dict[str, Any]:
-        from arc_trl.trainer.time_budget import TimeBudgetCallback
-
+    def train(self, trainer, n_prompts: int, train_seconds: float | None, budget=None) -> dict[str, Any]:
         started = self.context.clock()
         trainer.train()
-        budget = next((cb for cb in trainer.callback_handler.callbacks if isinstance(cb, TimeBudgetCallback)), None)
         stopped = budget is not None and budget.stopped_at_step is not None
         rewards = [h["reward"] for h in trainer.state.log_history if "reward" in h]
         return {"adapted": True, "loo_prompts": n_prompts, "steps": trainer.state.global_step,
@@ -164,7 +193,7 @@ class AdaptingRunner:
 
 
 def release_memory() -> None:
-    """Free what a finished task's trainer held (its model, optimizer, engine) before the next one loads."""
+    """Free what the run's trainer held (its model, optimizer, engine) once it is closed."""
     gc.collect()
     with contextlib.suppress(Exception):
         import torch

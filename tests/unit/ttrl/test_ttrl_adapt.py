@@ -47,7 +47,8 @@ def test_adapting_keeps_the_output_from_the_teacher_stops_at_the_time_budget_and
     context.peft_config = LoraConfig(r=4, lora_alpha=8, target_modules=["q_proj", "v_proj"], task_type="CAUSAL_LM")
     folder = TaskFolder(tmp_path, leak_task.id)
     folder.reset()
-    record = AdaptingRunner(context)(leak_task, folder, train_seconds=5.0)
+    with AdaptingRunner(context) as runner:
+        record = runner(leak_task, folder, train_seconds=5.0)
     assert record["adapted"] and record["loo_prompts"] == 3
     assert record["steps"] == 1 and record["stopped_by"] == "task time budget"  # max_steps 3, the budget first
     assert teacher.sequences, "the teacher was never asked: the check below would be vacuous"
@@ -63,7 +64,8 @@ def test_a_single_pair_task_is_attempted_unadapted(toy_task_two_tests, tiny_mode
     task = toy_task_two_tests.without_solutions()
     folder = TaskFolder(tmp_path, task.id)
     folder.reset()
-    record = AdaptingRunner(context)(task, folder, train_seconds=None)
+    with AdaptingRunner(context) as runner:
+        record = runner(task, folder, train_seconds=None)
     assert not record["adapted"] and record["reason"].startswith("a single training pair")
     assert record["n_attempts"] == 2 and len(folder.completions.read_text().splitlines()) == 2
     assert not folder.train_dir.joinpath("trainer_state.json").exists()
