@@ -107,3 +107,20 @@ def _restore_distributed_env():
             os.environ.pop(key, None)
         else:
             os.environ[key] = value
+
+
+@pytest.fixture
+def trainer_builds(monkeypatch) -> list[int]:
+    """Counts ArcGRPOTrainer constructions in the test (one entry per build): a model load and, with vLLM, an engine."""
+    from arc_trl.trainer import ArcGRPOTrainer
+
+    builds: list[int] = []
+    build = ArcGRPOTrainer.__init__
+
+    def counted(self, *args, **kwargs):
+        builds.append(1)
+        build(self, *args, **kwargs)
+
+    monkeypatch.setattr(ArcGRPOTrainer, "__init__", counted)
+    return builds
+

@@ -62,22 +62,14 @@ def context(tiny_model_dir, tokenizer) -> RunContext:
 
 @pytest.mark.vllm
 @pytest.mark.slow
-def test_one_engine_serves_two_tasks_each_from_the_start_model(tiny_model_dir, tmp_path, monkeypatch):
+def test_one_engine_serves_two_tasks_each_from_the_start_model(tiny_model_dir, tmp_path, monkeypatch, trainer_builds):
     from trl import ModelConfig
 
     from arc_trl.integrations.trl_internals import sync_weights_once_per_step
     from arc_trl.train_entry import load_tokenizer
-    from arc_trl.trainer import ArcGRPOTrainer
 
     os.environ.setdefault("VLLM_CPU_KVCACHE_SPACE", "1")
-    builds = []
-    build = ArcGRPOTrainer.__init__
-
-    def counted(self, *args, **kwargs):
-        builds.append(1)
-        build(self, *args, **kwargs)
-
-    monkeypatch.setattr(ArcGRPOTrainer, "__init__", counted)
+    builds = trainer_builds
     runner = AdaptingRunner(context(tiny_model_dir, load_tokenizer(ModelConfig(str(tiny_model_dir)))[0]))
     begins, after_attempts, engines = [], [], []
     train, attempt = runner.train, runner.attempt

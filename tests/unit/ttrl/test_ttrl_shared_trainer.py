@@ -84,17 +84,8 @@ def run(runner: AdaptingRunner, tasks: list[ArcTask], out) -> dict[str, dict]:
     return {task.id: TaskFolder(out, task.id).record() for task in tasks}
 
 
-def test_one_trainer_serves_three_tasks_each_from_the_start_model(tiny_model_dir, tmp_path, monkeypatch):
-    from arc_trl.trainer import ArcGRPOTrainer
-
-    builds = []
-    build = ArcGRPOTrainer.__init__
-
-    def counted(self, *args, **kwargs):
-        builds.append(1)
-        build(self, *args, **kwargs)
-
-    monkeypatch.setattr(ArcGRPOTrainer, "__init__", counted)
+def test_one_trainer_serves_three_tasks_each_from_the_start_model(tiny_model_dir, tmp_path, trainer_builds):
+    builds = trainer_builds
     probe = Probe()
     records = run(runner_for(tiny_model_dir, probe), [make_task(k) for k in range(3)], tmp_path)
     assert len(builds) == 1, "a trainer (a model load, an engine) per task"
