@@ -104,8 +104,11 @@ class AdaptingRunner:
         if not test_rows:
             cap = self.context.script.max_prompt_tokens
             return {**record, "reason": f"its test prompt is longer than max_prompt_tokens {cap}: no attempts"}
-        loo_rows = self.rows(leave_one_out_tasks(task), augment=True)
-        if len(task.train) < 2:
+        adapt = self.context.ttrl.adapt
+        loo_rows = self.rows(leave_one_out_tasks(task), augment=True) if adapt else []
+        if not adapt:
+            record["reason"] = "adapt: false (the baseline): attempted by the start model"
+        elif len(task.train) < 2:
             record["reason"] = "a single training pair: nothing to hold out, attempted by the start model"
         elif not loo_rows:
             record["reason"] = (f"every leave-one-out prompt is longer than max_prompt_tokens "

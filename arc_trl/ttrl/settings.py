@@ -18,6 +18,9 @@ class TtrlArguments:
     adapter: str | None = field(
         default=None, metadata={"help": "A PEFT LoRA adapter on model_name_or_path: merged once into "
                                 "output_dir/start_model, the model every task starts from."})
+    adapt: bool = field(
+        default=True, metadata={"help": "false: no GRPO, every task attempted by the start model with the same "
+                                "attempts and vote (the baseline a test-time run is compared with, task by task)."})
     n_attempts: int = field(
         default=8, metadata={"help": "Episodes played on each task's real test inputs after adaptation; their "
                              "predictions are voted into attempt_1 and attempt_2."})

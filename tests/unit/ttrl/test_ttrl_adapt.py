@@ -69,3 +69,15 @@ def test_a_single_pair_task_is_attempted_unadapted(toy_task_two_tests, tiny_mode
     assert not record["adapted"] and record["reason"].startswith("a single training pair")
     assert record["n_attempts"] == 2 and len(folder.completions.read_text().splitlines()) == 2
     assert not folder.train_dir.joinpath("trainer_state.json").exists()
+
+
+def test_the_baseline_attempts_a_leave_one_out_task_without_training(leak_task, tiny_model_dir, tmp_path):
+    """adapt: false: the same attempts and vote from the start model, no GRPO step, on a task that could be left one
+    out (the per-task comparison of a test-time run against its baseline)."""
+    context = run_context(_tokenizer(tiny_model_dir), str(tiny_model_dir), ttrl={"adapt": False})
+    folder = TaskFolder(tmp_path, leak_task.id)
+    folder.reset()
+    with AdaptingRunner(context) as runner:
+        record = runner(leak_task, folder, train_seconds=None)
+    assert not record["adapted"] and record["reason"].startswith("adapt: false")
+    assert record["n_attempts"] == 2 and not folder.train_dir.joinpath("trainer_state.json").exists()
